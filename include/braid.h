@@ -1,0 +1,214 @@
+/* braid.h — the one public header of braid, an inference runtime for hybrid (attention + recurrent) language
+ * models on the CPU. Everything a program needs is declared here, with the prefix braid_. See
+ * ../shared/docs/design.md for the contract behind these calls (the memory, its invariants, the state format).
+ *
+ * Conventions:
+ * - Every fallible call returns a braid_status; BRAID_OK is 0. On failure braid_last_error() gives a human
+ *   reason (thread-local, valid until the next braid call on that thread) and nothing was changed.
+ * - Sequences are addressed by index (0, 1, 2, ... = order of input), never by position. Positions only feed
+ *   RoPE; an input carries n_pos_per_token position components (1, or 4 for M-RoPE: t, y, x, e).
+ * - Whoever allocates frees: objects made by braid_*_new / _load are released by the matching _free; buffers
+ *   that braid allocates for the caller are released with braid_free().
+ */
+#ifndef BRAID_H
+#define BRAID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define BRAID_NODISCARD __attribute__((warn_unused_result))
+#else
+#define BRAID_NODISCARD
+#endif
+
+/* ---- status ------------------------------------------------------------------------------------------------ */
+
+typedef enum braid_status {
+    BRAID_OK = 0,
+    BRAID_E_INVALID,     /* a bad argument (NULL where a value is needed, bad parameter values) */
+    BRAID_E_RANGE,       /* an id, index or range out of bounds */
+    BRAID_E_NOMEM,       /* an allocation failed */
+    BRAID_E_IO,          /* a read, write or open failed */
+    BRAID_E_FORMAT,      /* malformed input data (GGUF, state blob, JSON) */
+    BRAID_E_MISMATCH,    /* well-formed data that belongs to another model or configuration */
+    BRAID_E_UNSUPPORTED, /* valid but not implemented (an architecture, a tensor type) */
+    BRAID_E_FULL,        /* memory capacity (kv cells, checkpoint budget) exhausted; nothing was changed */
+    BRAID_E_CANCELLED,   /* stopped by the caller's abort callback; nothing was changed */
+    BRAID_STATUS_COUNT
+} braid_status;
+
+/* "BRAID_OK", "BRAID_E_RANGE", ...; never NULL. */
+const char *braid_status_name(braid_status s);
+/* The reason for this thread's last failure ("" if none). */
+const char *braid_last_error(void);
+/* Releases a buffer that braid allocated for the caller (state blobs, detokenized text). NULL is allowed. */
+void braid_free(void *p);
+
+/* ---- basic types ------------------------------------------------------------------------------------------- */
+
+typedef int32_t braid_token;
+typedef int32_t braid_pos;
+typedef int32_t braid_seq_id;
+
+typedef struct braid_model braid_model;
+typedef struct braid_context braid_context;
+
+/* Storage types of tensors and of the attention memory (values equal GGUF's ggml_type ids). */
+typedef enum braid_type {
+    BRAID_TYPE_F32 = 0,
+    BRAID_TYPE_F16 = 1,
+    BRAID_TYPE_Q4_0 = 2,
+    BRAID_TYPE_Q8_0 = 8,
+    BRAID_TYPE_Q4_K = 12,
+    BRAID_TYPE_Q5_K = 13,
+    BRAID_TYPE_Q6_K = 14,
+    BRAID_TYPE_BF16 = 30,
+} braid_type;
+
+/* ---- model ------------------------------------------------------------------------------------------------- */
+
+typedef struct braid_model_params {
+    int use_mmap;   /* 1 (default): map the file; 0: read it into memory */
+    int vocab_only; /* 1: load the tokenizer only (no tensors needed) */
+} braid_model_params;
+
+braid_model_params braid_model_default_params(void);
+/* Loads a GGUF file. On success *out owns the model; release with braid_model_free. */
+BRAID_NODISCARD braid_status braid_model_load(const char *path, const braid_model_params *params,
+                                              braid_model **out);
+void braid_model_free(braid_model *model);
+
+const char *braid_model_arch(const braid_model *model); /* "qwen35", "mamba2", ... */
+int32_t braid_model_n_vocab(const braid_model *model);
+int32_t braid_model_n_embd(const braid_model *model);
+int32_t braid_model_n_layer(const braid_model *model);
+int32_t braid_model_n_pos_per_token(const braid_model *model); /* 1, or 4 for M-RoPE models */
+int braid_model_has_attention(const braid_model *model);
+int braid_model_has_recurrent(const braid_model *model);
+
+/* ---- context ----------------------------------------------------------------------------------------------- */
+
+typedef struct braid_context_params {
+    uint32_t n_ctx;                   /* attention cells shared by all sequences (default 4096) */
+    uint32_t n_seq_max;               /* sequences 0 .. n_seq_max-1 (default 1) */
+    uint32_t n_batch;                 /* largest ubatch computed at once (default 512) */
+    uint32_t n_threads;               /* compute threads (default: online cores) */
+    uint32_t checkpoint_interval;     /* recurrent checkpoint every this many prefilled inputs (default 256) */
+    uint64_t checkpoint_budget_bytes; /* bytes for checkpoints of all sequences (default 256 MiB) */
+    uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence (default 8) */
+    braid_type kv_type;               /* BRAID_TYPE_F16 (default) or BRAID_TYPE_F32 */
+} braid_context_params;
+
+braid_context_params braid_context_default_params(void);
+BRAID_NODISCARD braid_status braid_context_new(const braid_model *model, const braid_context_params *params,
+                                               braid_context **out);
+void braid_context_free(braid_context *ctx);
+
+/* ---- decoding ---------------------------------------------------------------------------------------------- */
+
+typedef struct braid_batch {
+    int32_t n_tokens;
+    const braid_token *token;  /* n_tokens ids, or NULL when embd is given */
+    const float *embd;         /* n_tokens x n_embd rows, or NULL when token is given */
+    const braid_pos *pos;      /* token-major, n_pos_per_token each; NULL = each sequence's next positions */
+    const braid_seq_id *seq;   /* n_tokens sequence ids; NULL = all sequence 0 */
+    const uint8_t *logits;     /* n_tokens flags; NULL = the last input of each sequence */
+} braid_batch;
+
+/* Appends the batch's inputs to their sequences (each sequence's inputs in batch order). Capacity for the
+ * whole batch is reserved first: BRAID_E_FULL with nothing changed if it does not fit. */
+BRAID_NODISCARD braid_status braid_decode(braid_context *ctx, const braid_batch *batch);
+/* n_vocab logits of batch row i of the last decode, or NULL if row i did not ask for logits. */
+const float *braid_logits(const braid_context *ctx, int32_t i);
+
+/* ---- sequences (by index; whole or nothing) ---------------------------------------------------------------- */
+
+int32_t braid_seq_len(const braid_context *ctx, braid_seq_id s);
+/* The temporal position the next text input of s gets (after an image: t0 + max(nx, ny)). */
+braid_pos braid_seq_next_pos(const braid_context *ctx, braid_seq_id s);
+/* Keep the first n inputs. Always possible: rollback buffer, else checkpoint + replay, else replay from 0. */
+BRAID_NODISCARD braid_status braid_seq_truncate(braid_context *ctx, braid_seq_id s, int32_t n);
+/* Drop inputs [i0, i1), i1 < len (context shift). The recurrent state keeps summarizing the dropped inputs. */
+BRAID_NODISCARD braid_status braid_seq_remove(braid_context *ctx, braid_seq_id s, int32_t i0, int32_t i1);
+/* Add d to (or divide by k) the temporal position of inputs [i0, i1); K rows are re-rotated lazily. */
+BRAID_NODISCARD braid_status braid_seq_shift_pos(braid_context *ctx, braid_seq_id s, int32_t i0, int32_t i1,
+                                                 braid_pos d);
+BRAID_NODISCARD braid_status braid_seq_div_pos(braid_context *ctx, braid_seq_id s, int32_t i0, int32_t i1,
+                                               int32_t k);
+/* dst becomes the first n inputs of src (attention cells shared, recurrent state at n). */
+BRAID_NODISCARD braid_status braid_seq_copy(braid_context *ctx, braid_seq_id src, braid_seq_id dst, int32_t n);
+/* Empty s; s = -1 empties every sequence. Never fails on a valid id. */
+void braid_seq_clear(braid_context *ctx, braid_seq_id s);
+/* Snapshot s's recurrent state now (BRAID_E_FULL if the budget cannot hold it after eviction). */
+BRAID_NODISCARD braid_status braid_seq_checkpoint(braid_context *ctx, braid_seq_id s);
+
+/* M-RoPE positions of an nx x ny image grid starting at temporal position t0, row-major, written to out
+ * (nx*ny*4 values: t, y, x, e per input). Returns the next text position, t0 + max(nx, ny). */
+braid_pos braid_image_positions(const braid_model *model, braid_pos t0, int32_t nx, int32_t ny, braid_pos *out);
+
+/* ---- state (design.md §5: versioned, checksummed; load validates everything before changing anything) ---- */
+
+BRAID_NODISCARD braid_status braid_state_seq_save(braid_context *ctx, braid_seq_id s, void **data, size_t *size);
+BRAID_NODISCARD braid_status braid_state_seq_load(braid_context *ctx, braid_seq_id s, const void *data,
+                                                  size_t size);
+BRAID_NODISCARD braid_status braid_state_seq_save_file(braid_context *ctx, braid_seq_id s, const char *path);
+BRAID_NODISCARD braid_status braid_state_seq_load_file(braid_context *ctx, braid_seq_id s, const char *path);
+BRAID_NODISCARD braid_status braid_state_save(braid_context *ctx, void **data, size_t *size);
+BRAID_NODISCARD braid_status braid_state_load(braid_context *ctx, const void *data, size_t size);
+BRAID_NODISCARD braid_status braid_state_save_file(braid_context *ctx, const char *path);
+BRAID_NODISCARD braid_status braid_state_load_file(braid_context *ctx, const char *path);
+
+/* ---- tokenizer --------------------------------------------------------------------------------------------- */
+
+/* Tokenizes len bytes of text into out (capacity cap); *n_out gets the count. If cap is too small,
+ * BRAID_E_RANGE is returned and *n_out holds the count needed. */
+BRAID_NODISCARD braid_status braid_tokenize(const braid_model *model, const char *text, size_t len,
+                                            int add_special, int parse_special, braid_token *out, size_t cap,
+                                            size_t *n_out);
+/* The bytes of one token (special tokens rendered only if special != 0). Writes at most cap bytes to buf;
+ * *n_out gets the full length. */
+BRAID_NODISCARD braid_status braid_token_to_piece(const braid_model *model, braid_token t, int special, char *buf,
+                                                  size_t cap, size_t *n_out);
+/* Text of n tokens; *text is allocated (NUL-terminated, release with braid_free), *len its length. */
+BRAID_NODISCARD braid_status braid_detokenize(const braid_model *model, const braid_token *tokens, size_t n,
+                                              int special, char **text, size_t *len);
+braid_token braid_token_bos(const braid_model *model); /* -1 when the vocabulary has none */
+braid_token braid_token_eos(const braid_model *model);
+braid_token braid_token_eot(const braid_model *model);
+int braid_token_is_eog(const braid_model *model, braid_token t); /* end of generation (eos, eot, ...) */
+
+/* ---- sampling ---------------------------------------------------------------------------------------------- */
+
+typedef struct braid_sampler braid_sampler;
+
+typedef struct braid_sampler_params {
+    float temperature;    /* <= 0: greedy */
+    int32_t top_k;        /* <= 0: off */
+    float top_p;          /* >= 1: off */
+    float min_p;          /* <= 0: off */
+    float repeat_penalty; /* 1: off */
+    float frequency_penalty;
+    float presence_penalty;
+    int32_t penalty_last_n; /* how many recent tokens the penalties look at */
+    uint64_t seed;
+} braid_sampler_params;
+
+braid_sampler_params braid_sampler_default_params(void);
+BRAID_NODISCARD braid_status braid_sampler_new(const braid_sampler_params *params, braid_sampler **out);
+void braid_sampler_free(braid_sampler *s);
+/* Picks a token from n_vocab logits. */
+BRAID_NODISCARD braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t n_vocab,
+                                                  braid_token *out);
+/* Tells the sampler a token was emitted (feeds the repetition penalties). */
+void braid_sampler_accept(braid_sampler *s, braid_token t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRAID_H */

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One-step set-up on a fresh Debian 12 machine: installs every apt dependency, fetches the llama.cpp oracle
+# from the npm registry into ~/.cache/braid, and builds braid (release build in build/).
+# Safe to run again: installed packages and a complete oracle cache are skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(build-essential clang cmake ninja-build pkg-config git ca-certificates nodejs npm
+              libpcre2-dev libjansson-dev libmicrohttpd-dev libxxhash-dev libclang-rt-14-dev python3-numpy)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
+fi
+
+scripts/fetch-oracle.sh
+scripts/build.sh build Release

@@ -1,0 +1,36 @@
+/* types.h — the tensor type traits table: one row per storage type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
+ * Q6_K, and Q8_K, the activation format for K-quant dot products). Every kernel and loader dispatches through
+ * this table, so adding a format is adding a row. Block layouts and rounding are bit-exact with ggml's
+ * (checked by tests/conformance against libggml-base's own traits). */
+#ifndef BRAID_TENSOR_TYPES_H
+#define BRAID_TENSOR_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define BD_TYPE_Q8_K 15 /* ggml's id; activations only, not a storage type for weights */
+
+typedef struct bd_type_traits {
+    const char *name;   /* "f32", "q4_K", ... as ggml names them */
+    int64_t blck_size;  /* elements per block (1 for plain floats) */
+    size_t type_size;   /* bytes per block */
+    int is_quantized;
+    /* n is a multiple of blck_size. */
+    void (*to_float)(const void *src, float *dst, int64_t n);
+    void (*from_float)(const float *src, void *dst, int64_t n); /* reference quantization (ggml's *_ref) */
+} bd_type_traits;
+
+/* The row for a ggml type id, or NULL if braid does not support it. */
+const bd_type_traits *bd_type_traits_get(uint32_t type);
+/* Bytes of a row of n elements (0 if n is not a multiple of the block size or the type is unknown). */
+size_t bd_row_size(uint32_t type, int64_t n);
+/* Parses "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k" (case-insensitive); -1 if unknown. */
+int bd_type_from_name(const char *name);
+
+/* Scalar conversions, exact as ggml's (round to nearest even; NaN kept). */
+uint16_t bd_fp32_to_fp16(float f);
+float bd_fp16_to_fp32(uint16_t h);
+uint16_t bd_fp32_to_bf16(float f);
+float bd_bf16_to_fp32(uint16_t h);
+
+#endif

@@ -1,0 +1,46 @@
+/* test.h — the small assertion harness shared by braid's C tests.
+ *
+ * CHECK(cond, fmt, ...) counts a check and reports a failure with file:line and a message; the test goes on so
+ * one run shows every failure. TEST_MAIN_END() prints "N passed, N failed" and returns the exit code
+ * (non-zero if anything failed). Helpers find the source tree, build tree and oracle cache from the
+ * environment CTest sets (BRAID_SOURCE_DIR, BRAID_BUILD_DIR, BRAID_ORACLE_DIR). */
+#ifndef BRAID_TESTS_TEST_H
+#define BRAID_TESTS_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int test_passed_, test_failed_;
+
+#define CHECK(cond, ...)                                                                                       \
+    do {                                                                                                       \
+        if (cond) {                                                                                            \
+            test_passed_++;                                                                                    \
+        } else {                                                                                               \
+            test_failed_++;                                                                                    \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                    \
+            fprintf(stderr, __VA_ARGS__);                                                                      \
+            fputc('\n', stderr);                                                                               \
+        }                                                                                                      \
+    } while (0)
+
+/* A check on a braid_status, printing braid_last_error() when it is not the expected one. */
+#define CHECK_STATUS(expr, expected)                                                                           \
+    do {                                                                                                       \
+        braid_status check_s_ = (expr);                                                                        \
+        CHECK(check_s_ == (expected), "got %s, want %s (%s)", braid_status_name(check_s_),                     \
+              braid_status_name(expected), braid_last_error());                                                \
+    } while (0)
+
+#define TEST_MAIN_END()                                                                                        \
+    do {                                                                                                       \
+        printf("%d passed, %d failed\n", test_passed_, test_failed_);                                          \
+        return test_failed_ ? 1 : 0;                                                                           \
+    } while (0)
+
+static inline const char *test_env(const char *name, const char *fallback) {
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+#endif
