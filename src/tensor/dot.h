@@ -1,0 +1,31 @@
+/* dot.h — dot products between a weight row and an activation row, per weight type, as ggml computes them.
+ *
+ * A matrix product first converts the activations to the weight type's `vec_dot_type` (F32 stays F32; F16
+ * weights take F16 activations; BF16 takes BF16; Q8_0 and Q4_0 take Q8_0; Q4_K, Q5_K, Q6_K take Q8_K), then
+ * calls the type's vec_dot on each (weight row, activation row) pair. Matching ggml's conversion is what
+ * makes braid's logits agree with llama.cpp's on quantized files. The functions are chosen once at start-up
+ * for the CPU (AVX-512, AVX2+FMA, or portable C); every variant gives the same result up to float summation
+ * order. */
+#ifndef BRAID_TENSOR_DOT_H
+#define BRAID_TENSOR_DOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* s = dot(x, y) over n elements; x is a row of the weight type, y a row of its vec_dot_type. */
+typedef void (*bd_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+
+typedef struct bd_dot_traits {
+    uint32_t vec_dot_type; /* the type activations are converted to (ggml id) */
+    bd_vec_dot_fn vec_dot;
+    /* Converts n activations to vec_dot_type (for F32 weights: a copy). */
+    void (*from_float)(const float *src, void *dst, int64_t n);
+} bd_dot_traits;
+
+/* The dot traits of a weight type for the CPU in use, or NULL if unsupported. */
+const bd_dot_traits *bd_dot_traits_get(uint32_t type);
+/* Which SIMD level the dispatcher chose: "avx512", "avx2", or "scalar". BRAID_SIMD=scalar|avx2 forces a
+ * lower level (for tests that compare variants). */
+const char *bd_simd_level(void);
+
+#endif
