@@ -312,13 +312,12 @@ static void set_state_ptrs(braid_context *ctx, int32_t slot, int32_t n_seq, cons
     }
 }
 
-static void run_forward(braid_context *ctx, const bd_fwd_batch *b, int write_kv, int want_rows) {
+static void run_forward(braid_context *ctx, const bd_fwd_batch *b, int want_rows) {
     const bd_mem_layout *ly = &ctx->model->layout;
     bd_fwd_memory mem = {
         .k = ctx->k,
         .v = ctx->v,
         .kv_type = ctx->p.kv_type,
-        .write_kv = write_kv,
         .dst_cell = ctx->ub_dst,
         .seq_cells = ctx->ub_cells,
         .n_visible = ctx->ub_nvis,
@@ -346,7 +345,7 @@ void bd_ctx_replay(braid_context *ctx, braid_seq_id s, int32_t c, int32_t n) {
             ctx->ub_seq[t] = 0;
             ctx->ub_out[t] = -1;
             ctx->ub_nvis[t] = idx + 1;
-            ctx->ub_dst[t] = ctx->model->layout.n_attn ? q->cell[idx] : 0;
+            ctx->ub_dst[t] = -1;
             memcpy(ctx->ub_pos + 4 * t, q->pos + 4 * idx, 4 * sizeof(braid_pos));
             if (is_embd) memcpy(ctx->ub_embd + (size_t)t * E, q->embd + (size_t)(-1 - q->token[idx]) * E, E * sizeof(float));
             else ctx->ub_tok[t] = q->token[idx];
@@ -362,7 +361,7 @@ void bd_ctx_replay(braid_context *ctx, braid_seq_id s, int32_t c, int32_t n) {
             .n_seq = 1,
             .out = ctx->ub_out,
         };
-        run_forward(ctx, &b, 0, 0);
+        run_forward(ctx, &b, 0);
         i += T;
     }
 }
@@ -555,7 +554,7 @@ braid_status braid_decode(braid_context *ctx, const braid_batch *batch) {
             .n_seq = n_seq,
             .out = ctx->ub_out,
         };
-        run_forward(ctx, &b, 1, any_rows);
+        run_forward(ctx, &b, any_rows);
     }
 
     /* 4. commit */

@@ -18,7 +18,7 @@
 #include "braid.h"
 #include "gguf/gguf.h"
 
-struct bd_threadpool;
+#include "base/threadpool.h"
 
 /* What memory a model needs. Filled by load; arrays owned by the model's arch data. */
 typedef struct bd_mem_layout {
@@ -51,8 +51,7 @@ typedef struct bd_fwd_memory {
     void *const *k;             /* [n_attn] */
     void *const *v;             /* [n_attn] */
     braid_type kv_type;
-    int write_kv;               /* 0 for a replay: the rows' cells already hold their K/V, read them only */
-    const int32_t *dst_cell;    /* [n] the cell that receives row t's K/V */
+    const int32_t *dst_cell;    /* [n] the cell that receives row t's K/V, or -1 (a replay: already stored) */
     const int32_t *const *seq_cells; /* [n_seq] cell ids of that sequence in order, including this ubatch's */
     const int32_t *n_visible;   /* [n] row t attends to seq_cells[seq[t]][0 .. n_visible[t]) (itself last) */
     /* recurrent: per (slot, sequence) pointers; index = r * n_seq + s. Input may equal output (in place). */
@@ -78,7 +77,7 @@ typedef struct bd_arch {
     size_t (*scratch_size)(const void *data, int32_t n_batch, int32_t n_ctx);
     /* Computes the ubatch: writes K/V rows to memory, recurrent states to the out buffers, logits rows
      * (n_vocab floats each) to logits[out[t]]. Never allocates; never fails on validated input. */
-    void (*forward)(const void *data, void *scratch, struct bd_threadpool *tp, const bd_fwd_batch *b,
+    void (*forward)(const void *data, void *scratch, bd_threadpool *tp, const bd_fwd_batch *b,
                     const bd_fwd_memory *m, float *logits);
     /* Re-rotates a K row stored for old positions so that it is rotated for new ones (context shift). */
     void (*rerotate_k)(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos);

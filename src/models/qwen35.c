@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "models/arch.h"
 #include "models/blocks.h"
+#include "tensor/ops.h"
 #include "models/loader.h"
 #include "tensor/types.h"
 
@@ -367,23 +368,23 @@ static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, qw
     QW_TAKE(delta, hp->S);
     QW_TAKE(rope, (size_t)T * hp->n_rot);
     QW_TAKE(y, hp->conv_dim);
-#undef QW_TAKE
     /* The largest activation conversion any matmul of this model needs. */
     size_t w = 0;
     const bd_weight *gl[] = {&m->output};
-    w = maxz(w, bd_matmul_wsize(gl[0]->type, gl[0]->n_in, T));
+    w = maxz(w, blk_matmul_wsize(gl[0]->type, gl[0]->n_in, T));
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const qw_layer *L = &m->layers[il];
         const bd_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wqkv, &L->wgate, &L->wbeta, &L->walpha,
                                  &L->ssm_out, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-            if (ws[i]->data) w = maxz(w, bd_matmul_wsize(ws[i]->type, ws[i]->n_in, T));
+            if (ws[i]->data) w = maxz(w, blk_matmul_wsize(ws[i]->type, ws[i]->n_in, T));
     }
     s->wbuf = base ? base + off : NULL;
     off += (w + 63) & ~(size_t)63;
     /* Scores: the arena is sized for n_batch rows and n_ctx cells; a smaller ubatch carves less above, so
      * what remains for att is at least n_ctx floats. */
     QW_TAKE(att, (size_t)n_ctx + 16);
+#undef QW_TAKE
     return off;
 }
 
@@ -393,6 +394,10 @@ static size_t qw_scratch_size(const void *data, int32_t n_batch, int32_t n_ctx) 
 }
 
 /* ---- the blocks of the forward pass ----------------------------------------------------------------------- */
+
+static inline float qw_silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float qw_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float qw_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 static void add_bias(float *y, const bd_weight *b, int32_t T) {
     if (!b->data) return;
@@ -450,16 +455,16 @@ static const float *kv_head(const void *base, braid_type type, int32_t cell, int
 }
 
 /* §1.6 gated full attention. u [T][n_embd] normed input -> s->o [T][hd*nh] gated heads, then W_o into out. */
-static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, struct bd_threadpool *tp,
+static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
                          const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
     const qw_hparams *hp = &m->hp;
     const int32_t T = b->n, hd = (int32_t)hp->head_dim, nh = (int32_t)hp->n_head, nkv = (int32_t)hp->n_head_kv;
     const int32_t n_kv = hd * nkv, group = nh / nkv;
     void *kc = mem->k[L->slot], *vc = mem->v[L->slot];
 
-    bd_matmul(tp, &L->wq, s->u, T, s->qg, s->wbuf); /* [T][nh][q hd ‖ gate hd] */
-    bd_matmul(tp, &L->wk, s->u, T, s->k, s->wbuf);  /* [T][nkv][hd] */
-    bd_matmul(tp, &L->wv, s->u, T, s->v, s->wbuf);  /* [T][nkv][hd] */
+    blk_matmul(tp, &L->wq, s->u, T, s->qg, s->wbuf); /* [T][nh][q hd ‖ gate hd] */
+    blk_matmul(tp, &L->wk, s->u, T, s->k, s->wbuf);  /* [T][nkv][hd] */
+    blk_matmul(tp, &L->wv, s->u, T, s->v, s->wbuf);  /* [T][nkv][hd] */
     add_bias(s->qg, &L->bq, T);
     add_bias(s->k, &L->bk, T);
     add_bias(s->v, &L->bv, T);
@@ -478,7 +483,7 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, stru
             qw_rope_head(k, cs, hp->n_rot);
         }
         /* The cache holds post-norm, post-RoPE K and raw V. */
-        if (!mem->write_kv) continue;
+        if (mem->dst_cell[t] < 0) continue; /* a replay: the cell already holds this row's K/V */
         kv_store(kc, mem->kv_type, mem->dst_cell[t], n_kv, s->k + (size_t)t * n_kv);
         kv_store(vc, mem->kv_type, mem->dst_cell[t], n_kv, s->v + (size_t)t * n_kv);
     }
@@ -496,7 +501,7 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, stru
             float mx = -INFINITY;
             for (int32_t i = 0; i < nvis; i++) {
                 const float *kr = kv_head(kc, mem->kv_type, cells[i], n_kv, j, hd, s->krow);
-                att[i] = bd_dot_f32(q, kr, hd) * scale;
+                att[i] = blk_dot_f32(q, kr, hd) * scale;
                 if (att[i] > mx) mx = att[i];
             }
             double sum = 0.0;
@@ -512,10 +517,10 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, stru
                 const float *vr = kv_head(vc, mem->kv_type, cells[i], n_kv, j, hd, s->krow);
                 for (int32_t d = 0; d < hd; d++) o[d] += p * vr[d];
             }
-            for (int32_t d = 0; d < hd; d++) o[d] *= bd_sigmoid(gate[d]);
+            for (int32_t d = 0; d < hd; d++) o[d] *= qw_sigmoid(gate[d]);
         }
     }
-    bd_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
+    blk_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
 }
 
 /* One token of the delta rule on one head (§1.7 step 7), state M stored transposed: Mt[j][i] = M[i][j].
@@ -524,18 +529,18 @@ static void qw_delta_step(float *Mt, const float *q, const float *k, const float
                           int32_t S, float *delta) {
     const float decay = expf(g);
     for (int64_t i = 0; i < (int64_t)S * S; i++) Mt[i] *= decay;
-    for (int32_t j = 0; j < S; j++) delta[j] = (v[j] - bd_dot_f32(Mt + (size_t)j * S, k, S)) * beta;
+    for (int32_t j = 0; j < S; j++) delta[j] = (v[j] - blk_dot_f32(Mt + (size_t)j * S, k, S)) * beta;
     for (int32_t j = 0; j < S; j++) {
         float *row = Mt + (size_t)j * S;
         for (int32_t i = 0; i < S; i++) row[i] += k[i] * delta[j];
     }
     const float scale = 1.0f / sqrtf((float)S);
-    for (int32_t j = 0; j < S; j++) o[j] = bd_dot_f32(Mt + (size_t)j * S, q, S) * scale;
+    for (int32_t j = 0; j < S; j++) o[j] = blk_dot_f32(Mt + (size_t)j * S, q, S) * scale;
 }
 
 /* §1.7 Gated DeltaNet. u [T][n_embd] normed input -> out [T][n_embd]; states of each sequence advance in
  * row order (rows of one sequence are in order in the ubatch). */
-static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s, struct bd_threadpool *tp,
+static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
                               const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
     const qw_hparams *hp = &m->hp;
     const int32_t T = b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
@@ -544,10 +549,10 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
     float *z = s->k;      /* [T][value_dim] */
     float *beta = s->ba, *alpha = s->ba + (size_t)T * Hv; /* [T][H_v] each */
 
-    bd_matmul(tp, &L->wqkv, s->u, T, mixed, s->wbuf);
-    bd_matmul(tp, &L->wgate, s->u, T, z, s->wbuf);
-    bd_matmul(tp, &L->wbeta, s->u, T, beta, s->wbuf);
-    bd_matmul(tp, &L->walpha, s->u, T, alpha, s->wbuf);
+    blk_matmul(tp, &L->wqkv, s->u, T, mixed, s->wbuf);
+    blk_matmul(tp, &L->wgate, s->u, T, z, s->wbuf);
+    blk_matmul(tp, &L->wbeta, s->u, T, beta, s->wbuf);
+    blk_matmul(tp, &L->walpha, s->u, T, alpha, s->wbuf);
 
     /* Each sequence's states start from its committed ones. */
     const size_t n_conv = (size_t)W * C, n_ssm = (size_t)S * S * Hv;
@@ -572,7 +577,7 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
             float acc = 0.0f;
             for (int32_t i = 0; i < W; i++) acc += win[i] * w[i];
             acc += xt[c] * w[W];
-            y[c] = bd_silu(acc);
+            y[c] = qw_silu(acc);
             if (W > 0) {
                 memmove(win, win + 1, (size_t)(W - 1) * sizeof(float));
                 win[W - 1] = xt[c];
@@ -580,14 +585,14 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         }
         float *qv = y, *kv = y + KD, *vv = y + 2 * KD;
         for (int32_t j = 0; j < Hk; j++) {
-            bd_l2norm(qv + (size_t)j * S, S, hp->eps);
-            bd_l2norm(kv + (size_t)j * S, S, hp->eps);
+            bd_l2norm(qv + (size_t)j * S, qv + (size_t)j * S, S, hp->eps);
+            bd_l2norm(kv + (size_t)j * S, kv + (size_t)j * S, S, hp->eps);
         }
         float *o = s->o + (size_t)t * hp->value_dim;
         for (int32_t h = 0; h < Hv; h++) {
             const int32_t kh = h % Hk; /* tiled head broadcast (§1.7 step 6) */
-            const float bt = bd_sigmoid(beta[(size_t)t * Hv + h]);
-            const float g = bd_softplus(alpha[(size_t)t * Hv + h] + dt_bias[h]) * A[h];
+            const float bt = qw_sigmoid(beta[(size_t)t * Hv + h]);
+            const float g = qw_softplus(alpha[(size_t)t * Hv + h] + dt_bias[h]) * A[h];
             qw_delta_step(Mt + (size_t)h * S * S, qv + (size_t)kh * S, kv + (size_t)kh * S, vv + (size_t)h * S, g,
                           bt, o + (size_t)h * S, S, s->delta);
         }
@@ -596,28 +601,28 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         for (int32_t h = 0; h < Hv; h++) {
             float *oh = o + (size_t)h * S;
             bd_rmsnorm(oh, oh, L->ssm_norm.data, S, hp->eps);
-            for (int32_t i = 0; i < S; i++) oh[i] *= bd_silu(zt[(size_t)h * S + i]);
+            for (int32_t i = 0; i < S; i++) oh[i] *= qw_silu(zt[(size_t)h * S + i]);
         }
         if (mem->conv_row && mem->conv_row[(size_t)L->slot * T + t]) {
             memcpy(mem->conv_row[(size_t)L->slot * T + t], conv, n_conv * sizeof(float));
             memcpy(mem->ssm_row[(size_t)L->slot * T + t], Mt, n_ssm * sizeof(float));
         }
     }
-    bd_matmul(tp, &L->ssm_out, s->o, T, out, s->wbuf);
+    blk_matmul(tp, &L->ssm_out, s->o, T, out, s->wbuf);
 }
 
 /* §1.8 SwiGLU: W_down · (silu(W_gate·u) ⊙ W_up·u). */
-static void qw_ffn(const qw_layer *L, qw_scratch *s, struct bd_threadpool *tp, int32_t T, float *out) {
+static void qw_ffn(const qw_layer *L, qw_scratch *s, bd_threadpool *tp, int32_t T, float *out) {
     const int64_t n_ff = L->ffn_gate.n_out;
-    bd_matmul(tp, &L->ffn_gate, s->u, T, s->ff_g, s->wbuf);
-    bd_matmul(tp, &L->ffn_up, s->u, T, s->ff_u, s->wbuf);
-    for (int64_t i = 0; i < (int64_t)T * n_ff; i++) s->ff_g[i] = bd_silu(s->ff_g[i]) * s->ff_u[i];
-    bd_matmul(tp, &L->ffn_down, s->ff_g, T, out, s->wbuf);
+    blk_matmul(tp, &L->ffn_gate, s->u, T, s->ff_g, s->wbuf);
+    blk_matmul(tp, &L->ffn_up, s->u, T, s->ff_u, s->wbuf);
+    for (int64_t i = 0; i < (int64_t)T * n_ff; i++) s->ff_g[i] = qw_silu(s->ff_g[i]) * s->ff_u[i];
+    blk_matmul(tp, &L->ffn_down, s->ff_g, T, out, s->wbuf);
 }
 
 /* ---- the forward pass (§1.5) ------------------------------------------------------------------------------ */
 
-static void qw_forward(const void *data, void *scratch, struct bd_threadpool *tp, const bd_fwd_batch *b,
+static void qw_forward(const void *data, void *scratch, bd_threadpool *tp, const bd_fwd_batch *b,
                        const bd_fwd_memory *mem, float *logits) {
     const qwen35 *m = data;
     const qw_hparams *hp = &m->hp;
@@ -628,7 +633,7 @@ static void qw_forward(const void *data, void *scratch, struct bd_threadpool *tp
     /* x = token_embd[tokens] or the given embedding rows */
     for (int32_t t = 0; t < T; t++) {
         if (b->embd) memcpy(s.x + (size_t)t * E, b->embd + (size_t)t * E, (size_t)E * sizeof(float));
-        else bd_get_row(&m->tok_embd, b->token[t], s.x + (size_t)t * E);
+        else blk_get_row(&m->tok_embd, b->token[t], s.x + (size_t)t * E);
     }
 
     for (uint32_t il = 0; il < hp->n_layer; il++) {
@@ -655,7 +660,7 @@ static void qw_forward(const void *data, void *scratch, struct bd_threadpool *tp
         bd_rmsnorm(s.u + (size_t)n_out * E, s.x + (size_t)t * E, m->output_norm.data, E, hp->eps);
         n_out++;
     }
-    if (n_out) bd_matmul(tp, &m->output, s.u, n_out, logits + (size_t)first * hp->n_vocab, s.wbuf);
+    if (n_out) blk_matmul(tp, &m->output, s.u, n_out, logits + (size_t)first * hp->n_vocab, s.wbuf);
 }
 
 static void qw_rerotate_k(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos) {
