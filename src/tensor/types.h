@@ -1,14 +1,27 @@
 /* types.h — the tensor type traits table: one row per storage type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
  * Q6_K, and Q8_K, the activation format for K-quant dot products). Every kernel and loader dispatches through
  * this table, so adding a format is adding a row. Block layouts and rounding are bit-exact with ggml's
- * (checked by tests/conformance against libggml-base's own traits). */
+ * (checked by tests/conformance/test_types.c against libggml-base's own traits). The block structs
+ * themselves are in tensor/blocks.h. */
 #ifndef BRAID_TENSOR_TYPES_H
 #define BRAID_TENSOR_TYPES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define BD_TYPE_Q8_K 15 /* ggml's id; activations only, not a storage type for weights */
+/* Type ids are ggml's (they are what GGUF files store). */
+enum bd_type {
+    BD_TYPE_F32 = 0,
+    BD_TYPE_F16 = 1,
+    BD_TYPE_Q4_0 = 2,
+    BD_TYPE_Q8_0 = 8,
+    BD_TYPE_Q4_K = 12,
+    BD_TYPE_Q5_K = 13,
+    BD_TYPE_Q6_K = 14,
+    BD_TYPE_Q8_K = 15, /* activations only, not a storage type for weights */
+    BD_TYPE_BF16 = 30,
+    BD_TYPE_COUNT = 31 /* one past the largest id braid knows */
+};
 
 typedef struct bd_type_traits {
     const char *name;   /* "f32", "q4_K", ... as ggml names them */
@@ -22,15 +35,25 @@ typedef struct bd_type_traits {
 
 /* The row for a ggml type id, or NULL if braid does not support it. */
 const bd_type_traits *bd_type_traits_get(uint32_t type);
-/* Bytes of a row of n elements (0 if n is not a multiple of the block size or the type is unknown). */
+/* Bytes of a row of n elements (0 if n is negative, not a multiple of the block size, or the type is
+ * unknown). */
 size_t bd_row_size(uint32_t type, int64_t n);
-/* Parses "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k" (case-insensitive); -1 if unknown. */
+/* Parses "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q8_k" (case-insensitive); -1 if
+ * unknown. */
 int bd_type_from_name(const char *name);
 
-/* Scalar conversions, exact as ggml's (round to nearest even; NaN kept). */
+/* Scalar conversions, exact as ggml's (round to nearest even, subnormals kept; fp16: a NaN becomes the quiet
+ * NaN 0x7e00 with its sign, as ggml's portable conversion does; bf16: a NaN keeps its top payload bits and is
+ * made quiet). */
 uint16_t bd_fp32_to_fp16(float f);
 float bd_fp16_to_fp32(uint16_t h);
 uint16_t bd_fp32_to_bf16(float f);
 float bd_bf16_to_fp32(uint16_t h);
+
+/* Row conversions (portable; dot.h's converters are the fast ones). */
+void bd_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
+void bd_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
+void bd_bf16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
+void bd_fp32_to_bf16_row(const float *src, uint16_t *dst, int64_t n);
 
 #endif
