@@ -64,7 +64,7 @@ static const char *const rx_starcoder[] = {
 static const char *const rx_gpt2[] = {
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
     NULL};
-static const char *const rx_stablelm2[] = {
+static const char *const rx_qwen2[] = {
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
     NULL};
 static const char *const rx_qwen35[] = {

@@ -7,6 +7,7 @@
  * of length L is accepted when neither its first nor its last byte is consumed (every consumed run is at
  * least as long as any later, shorter-or-equal token, so it cannot hide inside the match). The plain text
  * between matches is then tokenized by BPE or SPM. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -201,7 +202,7 @@ braid_status tok_detokenize(const tok_vocab *v, const int32_t *ids, size_t n, in
     for (size_t i = 0; i < n; i++) {
         const char *p;
         size_t pl;
-        (void)tok_token_piece(v, ids[i], special, &p, &pl);
+        if (tok_token_piece(v, ids[i], special, &p, &pl) != BRAID_OK) pl = 0; /* checked above */
         if (remove_space && pl && p[0] == ' ') {
             p++;
             pl--;
