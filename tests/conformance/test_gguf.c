@@ -67,6 +67,9 @@ static struct {
     void *(*ggml_new_tensor)(void *, int, int, const int64_t *);
     void *(*ggml_set_name)(void *, const char *);
     void *(*ggml_get_data)(const void *);
+    int64_t (*ggml_blck_size)(int);
+    size_t (*ggml_type_size)(int);
+    const char *(*ggml_type_name)(int);
 } ll;
 
 static void *lib;
@@ -125,6 +128,9 @@ static int load_llama(void) {
     SYM(ggml_new_tensor, "ggml_new_tensor");
     SYM(ggml_set_name, "ggml_set_name");
     SYM(ggml_get_data, "ggml_get_data");
+    SYM(ggml_blck_size, "ggml_blck_size");
+    SYM(ggml_type_size, "ggml_type_size");
+    SYM(ggml_type_name, "ggml_type_name");
 #undef SYM
     return ok;
 }
@@ -297,6 +303,25 @@ static void test_no_interposition(void) {
     CHECK(!strcmp(gguf_type_name(BRAID_TYPE_Q4_K), "q4_K"), "braid's gguf_type_name");
 }
 
+/* The reader's block table (src/gguf/ggml_types.c) equals ggml's for every id; removed ids (block size 0 in
+ * ggml) are unknown to braid. */
+static void test_type_table(void) {
+    const int ggml_type_count = 43; /* GGML_TYPE_COUNT of 3.22.1 */
+    for (int t = 0; t < ggml_type_count + 3; t++) {
+        int64_t blck = 0;
+        size_t bytes = 0;
+        int known = gguf_type_block((uint32_t)t, &blck, &bytes);
+        if (t >= ggml_type_count || ll.ggml_blck_size(t) == 0) {
+            CHECK(!known, "type %d is unknown to braid", t);
+            continue;
+        }
+        CHECK(known && blck == ll.ggml_blck_size(t) && bytes == ll.ggml_type_size(t), "type %d: %lld/%zu vs %lld/%zu",
+              t, (long long)blck, bytes, (long long)ll.ggml_blck_size(t), ll.ggml_type_size(t));
+        CHECK(!strcmp(gguf_type_name((uint32_t)t), ll.ggml_type_name(t)), "type %d name %s vs %s", t,
+              gguf_type_name((uint32_t)t), ll.ggml_type_name(t));
+    }
+}
+
 int main(void) {
     if (!load_llama()) {
         CHECK(0, "llama.cpp's libggml-base could not be loaded");
@@ -306,6 +331,7 @@ int main(void) {
     snprintf(path, sizeof path, "%s/braid_conf_gguf_%d.gguf", test_env("TMPDIR", "/tmp"), (int)getpid());
     llama_backend_init();
     test_no_interposition();
+    test_type_table();
     test_vocab_files();
     test_braid_writes(path);
     test_llama_writes(path);
