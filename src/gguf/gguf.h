@@ -13,7 +13,12 @@
  *
  * Writer: collect metadata and tensor descriptions, then gguf_writer_write() streams the file; tensor bytes
  * come from a pointer given when the tensor was added, or from a fill callback (so a multi-GB model is never
- * held in memory). */
+ * held in memory).
+ *
+ * Names: gguf_find_tensor and gguf_type_name also exist in llama.cpp's libggml-base with other meanings, and
+ * the GGUF_TYPE_* names match its gguf.h. So this header cannot share a file with llama.cpp's gguf.h/llama.h,
+ * and braid's library is built with hidden visibility so that a program linking both never hands llama.cpp
+ * braid's functions (tests/conformance/test_gguf.c checks it). */
 #ifndef BRAID_GGUF_GGUF_H
 #define BRAID_GGUF_GGUF_H
 

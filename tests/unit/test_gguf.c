@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -799,6 +800,66 @@ static void test_writer_errors(void) {
     CHECK_STATUS(gguf_open("/", &f), BRAID_E_IO);
 }
 
+/* ---- braid gguf --------------------------------------------------------------------------------------------- */
+
+/* Runs `braid gguf ARGS`, returns its exit status and the first cap-1 bytes of stdout+stderr in out. */
+static int run_braid(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/braid gguf %s 2>&1", test_env("BRAID_BUILD_DIR", ".."), args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = 0, k;
+    char tmp[4096];
+    while ((k = fread(tmp, 1, sizeof tmp, p)) > 0) {
+        size_t take = n + k < cap - 1 ? k : cap - 1 - n;
+        memcpy(out + n, tmp, take);
+        n += take;
+    }
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cmd(void) {
+    static char out[1 << 16];
+    const char *path = tmp_path("cmd.gguf");
+    int calls = 0;
+    CHECK_STATUS(write_sample(path, 3, 1, &calls), BRAID_OK);
+    char args[600];
+    snprintf(args, sizeof args, "'%s'", path);
+    CHECK(run_braid(args, out, sizeof out) == 0, "braid gguf on a valid file exits 0: %s", out);
+    CHECK(strstr(out, "version: 3\n") && strstr(out, "alignment: 64\n"), "header printed");
+    CHECK(strstr(out, "t.str: string = \"h\xc3\xa9llo \\\"q\\\"\\n\"") != NULL, "string escaped: %s", out);
+    CHECK(strstr(out, "t.nul: string = \"a\\x00b\"") != NULL, "NUL escaped");
+    CHECK(strstr(out, "t.arr_i32: array[i32] = [1, -2, 3, -4, 5]") != NULL, "short array in full");
+    CHECK(strstr(out, "t.nested: array[array][u32] = [[1, 2], [], [3]]") != NULL, "nested array");
+    CHECK(strstr(out, "b.q8_0") && strstr(out, "q8_0") && strstr(out, "[64]"), "tensor line");
+    CHECK(strstr(out, "totals: 4 tensors, 630 parameters, 476 bytes of tensor data") != NULL, "totals: %s",
+          strstr(out, "totals") ? strstr(out, "totals") : out);
+    /* A long array is abbreviated. */
+    gguf_writer *w;
+    CHECK_STATUS(gguf_writer_new(3, &w), BRAID_OK);
+    int32_t many[100];
+    for (int i = 0; i < 100; i++) many[i] = i;
+    CHECK_STATUS(gguf_writer_set_array(w, "many", GGUF_TYPE_INT32, many, 100), BRAID_OK);
+    CHECK_STATUS(gguf_writer_write(w, path, NULL, NULL), BRAID_OK);
+    gguf_writer_free(w);
+    CHECK(run_braid(args, out, sizeof out) == 0, "exit 0");
+    CHECK(strstr(out, "[0, 1, 2, 3, 4, 5, 6, 7, ... (100 elements)]") != NULL, "abbreviated: %s", out);
+    /* A broken file: exit 1 with the reader's message. */
+    FILE *fp = fopen(path, "r+b");
+    if (fp) {
+        fputs("GGML", fp);
+        fclose(fp);
+    }
+    CHECK(run_braid(args, out, sizeof out) == 1, "bad file exits 1");
+    CHECK(strstr(out, "bad magic 'GGML'") != NULL, "message printed: %s", out);
+    CHECK(run_braid("", out, sizeof out) == 2, "no file: usage error");
+    CHECK(run_braid("a b", out, sizeof out) == 2, "two files: usage error");
+    CHECK(run_braid("/nonexistent.gguf", out, sizeof out) == 1, "missing file exits 1");
+    unlink(path);
+}
+
 /* ---- the llama.cpp vocabulary files -------------------------------------------------------------------------- */
 
 static void test_vocab_files(void) {
@@ -912,6 +973,7 @@ int main(int argc, char **argv) {
     test_bad_tensors();
     test_getters();
     test_writer_errors();
+    test_cmd();
     test_vocab_files();
     rmdir(tmp_dir);
     TEST_MAIN_END();
