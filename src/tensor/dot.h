@@ -3,9 +3,15 @@
  * A matrix product first converts the activations to the weight type's `vec_dot_type` (F32 stays F32; F16
  * weights take F16 activations; BF16 takes BF16; Q8_0 and Q4_0 take Q8_0; Q4_K, Q5_K, Q6_K take Q8_K), then
  * calls the type's vec_dot on each (weight row, activation row) pair. Matching ggml's conversion is what
- * makes braid's logits agree with llama.cpp's on quantized files. The functions are chosen once at start-up
- * for the CPU (AVX-512, AVX2+FMA, or portable C); every variant gives the same result up to float summation
- * order. */
+ * makes braid's logits agree with llama.cpp's on quantized files: from_float gives the bytes ggml's CPU
+ * backend gives (its quantize_row_q8_0 rounds differently from the reference quantizer in types.h; Q8_K is the
+ * reference one). The functions are chosen once at start-up for the CPU (AVX-512, AVX2+FMA+F16C, or portable
+ * C); every variant gives the same result up to float summation order (quantized dots are exact integer
+ * sums within a block), and from_float gives the same bytes at every level.
+ *
+ * Rows: n is a multiple of the weight type's block size (and so of vec_dot_type's: 32 for Q8_0, 256 for
+ * Q8_K); rows need only their C types' natural alignment (4 bytes for F32 and Q8_K, 2 for the others: what
+ * GGUF's 32-byte tensor alignment gives every row), not vector alignment. All functions are thread-safe. */
 #ifndef BRAID_TENSOR_DOT_H
 #define BRAID_TENSOR_DOT_H
 
@@ -24,8 +30,8 @@ typedef struct bd_dot_traits {
 
 /* The dot traits of a weight type for the CPU in use, or NULL if unsupported. */
 const bd_dot_traits *bd_dot_traits_get(uint32_t type);
-/* Which SIMD level the dispatcher chose: "avx512", "avx2", or "scalar". BRAID_SIMD=scalar|avx2 forces a
- * lower level (for tests that compare variants). */
+/* Which SIMD level the dispatcher chose: "avx512", "avx2", or "scalar". BRAID_SIMD=scalar|avx2|avx512
+ * forces a level (lower than the CPU's best: for tests and benchmarks that compare variants). */
 const char *bd_simd_level(void);
 
 #endif

@@ -1,0 +1,122 @@
+/* act.c — elementwise activations and arithmetic (architectures.md §0.2): silu, sigmoid, softplus, softmax,
+ * SwiGLU, gating, residual add. silu / SwiGLU / softmax use a vector expf (vexp.h) on AVX2 and AVX-512, as
+ * ggml does, since a prompt's FFN calls it millions of times; the portable path uses libm's expf. */
+#include <math.h>
+
+#include "tensor/ops.h"
+#include "tensor/simd.h"
+#include "tensor/vexp.h"
+
+static inline float silu1(float x) { return x / (1.0f + expf(-x)); }
+
+#if BD_HAVE_X86
+BD_TARGET_AVX512 static void swiglu_avx512(float *y, const float *g, const float *u, int64_t n, int gate_only) {
+    int64_t i = 0;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= n; i += 16) {
+        __m512 x = _mm512_loadu_ps(g + i);
+        __m512 s = _mm512_div_ps(x, _mm512_add_ps(one, bd_exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+        _mm512_storeu_ps(y + i, gate_only ? s : _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = gate_only ? silu1(g[i]) : silu1(g[i]) * u[i];
+}
+
+BD_TARGET_AVX2 static void swiglu_avx2(float *y, const float *g, const float *u, int64_t n, int gate_only) {
+    int64_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(g + i);
+        __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, bd_exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+        _mm256_storeu_ps(y + i, gate_only ? s : _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) y[i] = gate_only ? silu1(g[i]) : silu1(g[i]) * u[i];
+}
+#endif
+
+static void swiglu_any(float *y, const float *g, const float *u, int64_t n, int gate_only) {
+#if BD_HAVE_X86
+    switch (bd_simd()) {
+    case BD_SIMD_AVX512: swiglu_avx512(y, g, u, n, gate_only); return;
+    case BD_SIMD_AVX2: swiglu_avx2(y, g, u, n, gate_only); return;
+    default: break;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) y[i] = gate_only ? silu1(g[i]) : silu1(g[i]) * u[i];
+}
+
+void bd_silu(float *y, const float *x, int64_t n) { swiglu_any(y, x, NULL, n, 1); }
+void bd_swiglu(float *y, const float *g, const float *u, int64_t n) { swiglu_any(y, g, u, n, 0); }
+
+void bd_sigmoid(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
+}
+
+void bd_mul_sigmoid(float *y, const float *a, const float *g, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] * (1.0f / (1.0f + expf(-g[i])));
+}
+
+void bd_softplus(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 20.0f ? x[i] : logf(1.0f + expf(x[i]));
+}
+
+void bd_add(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+void bd_mul(float *y, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}
+
+#if BD_HAVE_X86
+/* y = exp(x - max), returns Σ in double (ggml_vec_soft_max_f32 sums each vector's lanes in float first). */
+BD_TARGET_AVX512 static double expsum_avx512(float *y, const float *x, float max, int64_t n) {
+    double sum = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = bd_exp512(_mm512_sub_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(max)));
+        _mm512_storeu_ps(y + i, v);
+        sum += (double)_mm512_reduce_add_ps(v);
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
+#endif
+
+void bd_softmax(float *y, const float *x, int64_t n) {
+    if (n <= 0) return;
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    double sum = 0;
+#if BD_HAVE_X86
+    if (bd_simd() == BD_SIMD_AVX512) sum = expsum_avx512(y, x, max, n);
+    else
+#endif
+        for (int64_t i = 0; i < n; i++) {
+            y[i] = expf(x[i] - max);
+            sum += (double)y[i];
+        }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+typedef struct swiglu_rows {
+    float *y;
+    const float *g, *u;
+    int64_t ldy, ldg, ldu, n, rows;
+} swiglu_rows;
+
+static void swiglu_rows_task(void *p, int ith, int nth) {
+    const swiglu_rows *a = p;
+    int64_t r0, r1;
+    bd_split(a->rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) bd_swiglu(a->y + r * a->ldy, a->g + r * a->ldg, a->u + r * a->ldu, a->n);
+}
+
+void bd_swiglu_rows(bd_threadpool *tp, float *y, int64_t ldy, const float *g, int64_t ldg, const float *u,
+                    int64_t ldu, int64_t n, int64_t rows) {
+    swiglu_rows a = {y, g, u, ldy, ldg, ldu, n, rows};
+    bd_threadpool_run(n * rows < 16384 ? NULL : tp, swiglu_rows_task, &a);
+}

@@ -1,0 +1,96 @@
+/* test_dot.c — braid's dot products and activation converters against ggml's CPU backend (the variant
+ * llama.cpp loads on this machine, reached with dlopen: see oracle_cpu.h).
+ *
+ * Per weight type: the activation converter must give the bytes ggml's from_float gives (Q8_0 through the
+ * CPU backend's quantize_row_q8_0, Q8_K, F16, BF16), vec_dot_type must be ggml's, and braid's vec_dot (the
+ * level the dispatcher chose) must equal ggml's vec_dot on the same bytes within 1e-5 of the sum of
+ * |products| (summation order is the only expected difference). Prints the worst relative difference. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "oracle_cpu.h"
+#include "tensor/dot.h"
+#include "tensor/types.h"
+#include "test.h"
+
+static uint64_t rng = 0xfeedfacecafebeefull;
+
+static float rnd_normal(void) {
+    double u[2];
+    for (int k = 0; k < 2; k++) {
+        rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+        u[k] = ((rng * 0x2545f4914f6cdd1dull >> 11) + 1) * 0x1p-53;
+    }
+    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
+}
+
+int main(void) {
+    const char *variant = "none";
+    oracle_cpu_traits_fn cpu = oracle_cpu_traits(&variant);
+    CHECK(cpu != NULL, "cannot load ggml's CPU backend");
+    if (cpu == NULL) TEST_MAIN_END();
+    printf("ggml CPU backend: %s; braid SIMD level: %s\n", variant, bd_simd_level());
+
+    static const uint32_t types[] = {BD_TYPE_F32,  BD_TYPE_F16,  BD_TYPE_BF16, BD_TYPE_Q8_0,
+                                     BD_TYPE_Q4_0, BD_TYPE_Q4_K, BD_TYPE_Q5_K, BD_TYPE_Q6_K};
+    enum { NMAX = 4096 };
+    float *xf = malloc(NMAX * sizeof(float)), *yf = malloc(NMAX * sizeof(float));
+    float *xd = malloc(NMAX * sizeof(float)), *yd = malloc(NMAX * sizeof(float));
+    uint8_t *xq = malloc(NMAX * 4), *yb = malloc(NMAX * 4), *yg = malloc(NMAX * 4);
+
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t type = types[ti];
+        const bd_type_traits *wt = bd_type_traits_get(type);
+        const bd_dot_traits *bt = bd_dot_traits_get(type);
+        const struct ggml_type_traits_cpu *gc = cpu((enum ggml_type)type);
+        CHECK(bt->vec_dot_type == (uint32_t)gc->vec_dot_type, "%s: vec_dot_type %u vs ggml %d", wt->name,
+              bt->vec_dot_type, (int)gc->vec_dot_type);
+        const struct ggml_type_traits_cpu *gca = cpu(gc->vec_dot_type);
+        const bd_type_traits *att = bd_type_traits_get(bt->vec_dot_type);
+        double worst = 0;
+        long conv_rows = 0, conv_bad = 0;
+        static const int64_t lens[] = {256, 512, 768, 2048, 4096};
+        for (int li = 0; li < 5; li++) {
+            const int64_t n = lens[li];
+            const size_t abytes = bd_row_size(bt->vec_dot_type, n);
+            for (int rep = 0; rep < 20; rep++) {
+                const float sw = rep % 3 ? 1.0f : 0.03f, sa = rep % 4 ? 1.0f : 50.0f;
+                for (int64_t i = 0; i < n; i++) {
+                    xf[i] = sw * rnd_normal();
+                    yf[i] = sa * rnd_normal() * (rep % 5 == 0 && i % 11 == 0 ? 20 : 1);
+                    if (rep == 7 && i % 64 < 32) yf[i] = 0; /* all-zero activation blocks */
+                }
+                wt->from_float(xf, xq, n);
+                wt->to_float(xq, xd, n);
+                memset(yb, 0, abytes);
+                memset(yg, 0, abytes);
+                bt->from_float(yf, yb, n);
+                if (gca->from_float) {
+                    gca->from_float(yf, yg, n);
+                } else {
+                    memcpy(yg, yf, abytes); /* F32 activations: ggml uses them as they are */
+                }
+                conv_rows++;
+                if (memcmp(yb, yg, abytes) != 0) conv_bad++;
+                CHECK(memcmp(yb, yg, abytes) == 0, "%s n=%lld rep %d: activation bytes differ from ggml's", wt->name,
+                      (long long)n, rep);
+                att->to_float(yg, yd, n);
+                double mag = 0;
+                for (int64_t i = 0; i < n; i++) mag += fabs((double)xd[i] * yd[i]);
+                if (mag == 0) mag = 1e-30;
+                float sb = 0, sg = 0;
+                bt->vec_dot(n, &sb, xq, yg);
+                gc->vec_dot((int)n, &sg, 0, xq, 0, yg, 0, 1);
+                const double e = fabs((double)sb - sg) / mag;
+                if (e > worst) worst = e;
+                CHECK(e < 1e-5, "%s n=%lld rep %d: braid %.9g vs ggml %.9g (%g of sum|xy|)", wt->name, (long long)n,
+                      rep, sb, sg, e);
+            }
+        }
+        printf("%-5s activations as %-4s: %ld/%ld rows differ from ggml; max |dot - ggml| / sum|x*y| = %.2e\n",
+               wt->name, att->name, conv_bad, conv_rows, worst);
+    }
+    free(xf), free(yf), free(xd), free(yd), free(xq), free(yb), free(yg);
+    TEST_MAIN_END();
+}
