@@ -943,7 +943,7 @@ static int write_corpus(const char *dir) {
     write_buf(dir, "three_tensors.gguf", &b);
     b_hdr(&b, 3, 2, 0);
     b_tinfo(&b, "x", 1, ne8, 0, 0);
-    b_tinfo(&b, "y", 1, ne8, 0, 16);
+    b_tinfo(&b, "y", 1, ne8, 0, 0);
     b_data(&b, 64);
     write_buf(dir, "bad_overlap.gguf", &b);
     b_hdr(&b, 3, 0, 1);
