@@ -23,8 +23,9 @@
  * only if a later call brings a larger one. A sample call with the same n_vocab allocates nothing.
  *
  * Cost per call: O(n_vocab) for the copy, penalties and the softmax denominator; top-k adds O(n_vocab log k)
- * (a min-heap kept in place at the front of the candidate list); top-p without top-k selects growing prefixes
- * (64, 512, ...) until the cumulative probability reaches top_p instead of sorting the whole vocabulary. */
+ * (a min-heap that rejects most tokens with one comparison); top-p without top-k bins the candidates by logit
+ * and sorts only the bin where the mass crosses top_p (see top_p_cut), never the whole vocabulary. Exponentials
+ * are single precision (expf is several times faster than exp) and summed in double. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "braid.h"
+#include "engine/sampling.h"
 
 /* Penalty windows longer than this are refused (a sort of the window happens on every call). */
 #define SAMPLER_MAX_LAST_N (1 << 20)
@@ -248,92 +250,228 @@ static void select_top(cand *c, int32_t n, int32_t k) {
     }
 }
 
+/* The k best finite tokens of work[0..n) into c, sorted best first, without first listing every token (the
+ * heap rejects most tokens with one comparison). Returns how many (fewer than k if fewer are finite). */
+static int32_t select_top_from(const float *work, int32_t n, int32_t k, cand *c) {
+    int32_t m = 0, i = 0;
+    for (; i < n && m < k; i++)
+        if (work[i] != -INFINITY) c[m++] = (cand){work[i], i};
+    for (int32_t j = m / 2 - 1; j >= 0; j--) heap_sift_down(c, m, j);
+    for (; i < n; i++) {
+        cand x = {work[i], i};
+        if (cand_better(&x, &c[0])) { /* -inf never beats the heap's worst, which is finite */
+            c[0] = x;
+            heap_sift_down(c, m, 0);
+        }
+    }
+    for (int32_t end = m - 1; end > 0; end--) {
+        cand t = c[0];
+        c[0] = c[end];
+        c[end] = t;
+        heap_sift_down(c, end, 0);
+    }
+    return m;
+}
+
+/* The largest value of w[0..n) (none NaN). Eight independent lanes let the compiler use vector max. */
+static float max_of(const float *w, int32_t n) {
+    float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = w[i + j] > m[j] ? w[i + j] : m[j];
+    for (; i < n; i++) m[0] = w[i] > m[0] ? w[i] : m[0];
+    for (int j = 1; j < 8; j++) m[0] = m[j] > m[0] ? m[j] : m[0];
+    return m[0];
+}
+
+/* top-p buckets: (max - logit) in [0, TOP_P_RANGE) split into TOP_P_BUCKETS; everything lower shares the last
+ * bucket (each such token weighs less than e^-32 of the best one). */
+#define TOP_P_BUCKETS 1024
+#define TOP_P_RANGE 32.0f
+
+static inline int top_p_bucket(float l, float max_l) {
+    float d = (max_l - l) * (TOP_P_BUCKETS / TOP_P_RANGE);
+    return d < (float)(TOP_P_BUCKETS - 1) ? (int)d : TOP_P_BUCKETS - 1;
+}
+
+/* Keeps in c[0..*n) the shortest best-first prefix whose mass reaches target (masses are exp(l - max_l); the
+ * caller's target is top_p times the denominator over the tokens before min-p). c need not be sorted and is
+ * left unsorted: tokens are binned by logit, the bins are summed best first to find the one where the mass
+ * crosses the target, and only that bin is sorted to find the exact cut. O(n) plus the sort of one bin, where
+ * sorting everything would cost O(n log n) on a flat distribution of a 250k vocabulary. */
+static void top_p_cut(cand *c, int32_t *n, float max_l, double target) {
+    int32_t m = *n;
+    double cum = 0.0;
+    if (m <= 256) { /* small: sort it all */
+        select_top(c, m, m);
+        for (int32_t i = 0; i < m; i++) {
+            cum += exp((double)c[i].logit - (double)max_l);
+            if (cum >= target) {
+                *n = i + 1;
+                return;
+            }
+        }
+        return; /* rounding kept the sum just under the target: keep everything */
+    }
+    double mass[TOP_P_BUCKETS];
+    memset(mass, 0, sizeof mass);
+    for (int32_t i = 0; i < m; i++) mass[top_p_bucket(c[i].logit, max_l)] += expf(c[i].logit - max_l);
+    int b = 0;
+    while (b < TOP_P_BUCKETS && cum + mass[b] < target) cum += mass[b++];
+    if (b == TOP_P_BUCKETS) return;
+    /* Partition: bins before b (all kept), then bin b, then the rest (dropped). */
+    int32_t a = 0;
+    for (int32_t i = 0; i < m; i++)
+        if (top_p_bucket(c[i].logit, max_l) < b) {
+            cand t = c[a];
+            c[a++] = c[i];
+            c[i] = t;
+        }
+    int32_t e = a;
+    for (int32_t i = a; i < m; i++)
+        if (top_p_bucket(c[i].logit, max_l) == b) {
+            cand t = c[e];
+            c[e++] = c[i];
+            c[i] = t;
+        }
+    select_top(c + a, e - a, e - a);
+    for (int32_t i = a; i < e; i++) {
+        cum += expf(c[i].logit - max_l);
+        if (cum >= target) {
+            *n = i + 1;
+            return;
+        }
+    }
+    *n = e;
+}
+
 /* ---- sampling ----------------------------------------------------------------------------------------------- */
 
-braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t n_vocab, braid_token *out) {
-    if (!s || !logits || !out) return bd_error(BRAID_E_INVALID, "sampler: NULL sampler, logits or out");
+/* Every stage but the draw: leaves the kept tokens in s->cands[0..*n) with their (penalized) logits, and the
+ * best token's logit in *max_l. When the choice is greedy, *n is 0 and *greedy is the answer. */
+static braid_status sampler_filter(braid_sampler *s, const float *logits, int32_t n_vocab, int32_t *n_out,
+                                   float *max_out, braid_token *greedy) {
+    if (!s || !logits) return bd_error(BRAID_E_INVALID, "sampler: NULL sampler or logits");
     if (n_vocab <= 0) return bd_error(BRAID_E_INVALID, "sampler: n_vocab must be > 0 (got %d)", (int)n_vocab);
     BD_TRY(sampler_reserve(s, n_vocab));
     const braid_sampler_params *p = &s->p;
 
+    /* Copy and check in one pass: -inf is a legitimate mask; NaN and +inf mean the forward pass went wrong
+     * (!(x < inf) catches both, and the loop stays branch-free so it vectorizes). */
     float *work = s->work; /* [n_vocab] */
+    int bad = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
-        float l = logits[i];
-        /* -inf is a legitimate mask; NaN and +inf mean the forward pass went wrong. */
-        if (isnan(l) || l == INFINITY)
-            return bd_error(BRAID_E_INVALID, "sampler: logit %d is %g", (int)i, (double)l);
-        work[i] = l;
+        float x = logits[i];
+        work[i] = x;
+        bad |= !(x < INFINITY);
+    }
+    if (bad) {
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (!(logits[i] < INFINITY))
+                return bd_error(BRAID_E_INVALID, "sampler: logit %d is %g", (int)i, (double)logits[i]);
     }
     apply_penalties(s, work, n_vocab);
 
-    /* The best token after the penalties: the answer when greedy, and the reference for min-p otherwise. */
-    int32_t best = 0;
-    for (int32_t i = 1; i < n_vocab; i++)
-        if (work[i] > work[best]) best = i;
-    float max_l = work[best];
+    /* The best token after the penalties (lowest id among equals): the answer when greedy, and the reference
+     * for min-p and for the exponentials otherwise. */
+    float max_l = max_of(work, n_vocab);
     if (max_l == -INFINITY) return bd_error(BRAID_E_INVALID, "sampler: every logit is -inf");
-    if (p->temperature <= 0.0f || p->top_k == 1) {
-        *out = best;
-        return BRAID_OK;
-    }
+    int32_t best = 0;
+    while (work[best] != max_l) best++;
+    *max_out = max_l;
+    *greedy = best;
+    *n_out = 0;
+    if (p->temperature <= 0.0f || p->top_k == 1) return BRAID_OK;
 
-    /* Candidates: all finite tokens, then the top-k if asked (sorted best first in that case). */
-    cand *c = s->cands; /* [n] */
+    /* Candidates: the top-k (sorted best first), or every finite token. */
+    cand *c = s->cands; /* [n_vocab] */
     int32_t n = 0;
-    for (int32_t i = 0; i < n_vocab; i++)
-        if (work[i] != -INFINITY) c[n++] = (cand){work[i], i};
     int sorted = 0;
-    if (p->top_k > 0 && p->top_k < n) {
-        select_top(c, n, p->top_k);
-        n = p->top_k;
+    double z = 0.0; /* softmax denominator at temperature 1 over the tokens top-p sees */
+    if (p->top_k > 0 && p->top_k < n_vocab) {
+        n = select_top_from(work, n_vocab, p->top_k, c);
         sorted = 1;
-    }
-
-    /* min-p keeps logit >= max + log(min_p); it only ever keeps a prefix of the sorted order, as top-p does,
-     * so applying it after top-p is keeping the shorter of the two prefixes. Filter it first (O(n)) so that
-     * top-p's selection works on fewer tokens — but top-p's probabilities are normalized over the tokens
-     * before min-p, so compute that denominator now. */
-    double z = 0.0; /* softmax denominator at temperature 1 over the top-k survivors */
-    if (p->top_p < 1.0f)
-        for (int32_t i = 0; i < n; i++) z += exp((double)c[i].logit - (double)max_l);
-    if (p->min_p > 0.0f) {
+        if (p->top_p < 1.0f)
+            for (int32_t i = 0; i < n; i++) z += expf(c[i].logit - max_l);
+    } else if (p->min_p > 0.0f) {
+        /* Only the tokens min-p keeps are listed; top-p still needs the mass of all of them. */
         float thresh = max_l + logf(p->min_p);
-        int32_t m = 0;
-        for (int32_t i = 0; i < n; i++)
-            if (c[i].logit >= thresh) c[m++] = c[i]; /* stable: a sorted list stays sorted */
-        n = m;
-    }
-    if (p->top_p < 1.0f) {
-        /* Select growing sorted prefixes until one reaches top_p of the mass (usually the first). */
-        double target = (double)p->top_p * z;
-        int32_t k = sorted ? n : 64;
-        for (;;) {
-            if (k > n) k = n;
-            if (!sorted) select_top(c, n, k);
-            double cum = 0.0;
-            int32_t keep = -1;
-            for (int32_t i = 0; i < k; i++) {
-                cum += exp((double)c[i].logit - (double)max_l);
-                if (cum >= target) {
-                    keep = i + 1;
-                    break;
-                }
-            }
-            if (keep > 0) {
-                n = keep;
-                break;
-            }
-            if (k == n) break; /* rounding kept cum just under target: keep everything */
-            k = k > n / 8 ? n : k * 8;
+        for (int32_t i = 0; i < n_vocab; i++) {
+            if (p->top_p < 1.0f) z += expf(work[i] - max_l);
+            if (work[i] >= thresh) c[n++] = (cand){work[i], i};
+        }
+    } else {
+        for (int32_t i = 0; i < n_vocab; i++) {
+            if (work[i] == -INFINITY) continue;
+            if (p->top_p < 1.0f) z += expf(work[i] - max_l);
+            c[n++] = (cand){work[i], i};
         }
     }
 
+    /* min-p keeps logit >= max + log(min_p): a prefix of the sorted order, as top-p keeps, so applying it
+     * after top-p (llama.cpp's order) is keeping the shorter of the two prefixes; top-p's masses are
+     * normalized over the tokens before min-p (z above). */
+    if (sorted && p->min_p > 0.0f) {
+        float thresh = max_l + logf(p->min_p);
+        while (n > 1 && c[n - 1].logit < thresh) n--;
+    }
+    if (p->top_p < 1.0f) {
+        double target = (double)p->top_p * z;
+        if (sorted) {
+            double cum = 0.0;
+            for (int32_t i = 0; i < n; i++) {
+                cum += expf(c[i].logit - max_l);
+                if (cum >= target) {
+                    n = i + 1;
+                    break;
+                }
+            }
+        } else {
+            top_p_cut(c, &n, max_l, target);
+        }
+    }
+
+    *n_out = n;
+    return BRAID_OK;
+}
+
+braid_status bd_sampler_kept(braid_sampler *s, const float *logits, int32_t n_vocab, braid_token *ids, int32_t cap,
+                             int32_t *n_out) {
+    if (!ids || !n_out) return bd_error(BRAID_E_INVALID, "sampler: NULL ids or n_out");
+    int32_t n;
+    float max_l;
+    braid_token best;
+    BD_TRY(sampler_filter(s, logits, n_vocab, &n, &max_l, &best));
+    if (n == 0) {
+        if (cap < 1) return bd_error(BRAID_E_RANGE, "sampler: no room for the kept token");
+        ids[0] = best;
+        *n_out = 1;
+        return BRAID_OK;
+    }
+    if (n > cap) return bd_error(BRAID_E_RANGE, "sampler: %d kept tokens, room for %d", (int)n, (int)cap);
+    for (int32_t i = 0; i < n; i++) ids[i] = s->cands[i].id;
+    *n_out = n;
+    return BRAID_OK;
+}
+
+braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t n_vocab, braid_token *out) {
+    if (!out) return bd_error(BRAID_E_INVALID, "sampler: NULL out");
+    int32_t n;
+    float max_l;
+    braid_token best;
+    BD_TRY(sampler_filter(s, logits, n_vocab, &n, &max_l, &best));
+    if (n == 0) {
+        *out = best;
+        return BRAID_OK;
+    }
+    cand *c = s->cands;
+
     /* Temperature, then a draw from the softmax of what is left. */
-    double inv_t = 1.0 / (double)p->temperature;
+    float inv_t = 1.0f / s->p.temperature;
     double total = 0.0;
     for (int32_t i = 0; i < n; i++) {
         /* The logit is not needed after this: keep the unnormalized weight in its place. */
-        c[i].logit = (float)exp(((double)c[i].logit - (double)max_l) * inv_t);
+        c[i].logit = expf((c[i].logit - max_l) * inv_t);
         total += c[i].logit;
     }
     double u = rng_uniform(s->rng) * total, acc = 0.0;

@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "braid.h"
+#include "engine/sampling.h"
 #include "test.h"
 
 /* Parameters with every filter off, at temperature t. */
@@ -186,8 +187,9 @@ static void test_distribution(void) {
     braid_sampler_free(s);
 }
 
-/* top-p without top-k on a large vocabulary goes through the growing-prefix selection: make the kept set need
- * more than the first rounds (64, 512) and check every draw is inside the exact reference set. */
+/* top-p without top-k on a large vocabulary goes through the binned cut (top_p_cut): make the kept set large
+ * (hundreds of near-equal tokens spread over the vocabulary) and check every draw is inside the exact
+ * reference set. */
 static void test_top_p_large(void) {
     enum { N = 100000, HIGH = 1000 };
     static float l[N];
@@ -225,6 +227,80 @@ static void test_top_p_large(void) {
     for (int i = 0; i < 10; i++) CHECK_STATUS(braid_sampler_sample(s, l, N, &t), BRAID_OK);
     CHECK(bd_alloc_count() == 0, "sample calls allocated %llu times", (unsigned long long)bd_alloc_count());
     braid_sampler_free(s);
+}
+
+/* The kept set by the definition: sort everything, top-k, then the shortest prefix reaching top_p of the mass
+ * of what top-k kept, then min-p relative to the best. Marks keep[i]; returns the count. */
+static int cmp_desc(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+static int reference_set(const float *l, int n, int top_k, float top_p, float min_p, unsigned char *keep) {
+    float *sorted = malloc((size_t)n * sizeof *sorted);
+    memcpy(sorted, l, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_desc); /* logits are distinct here, so values identify tokens */
+    int m = top_k > 0 && top_k < n ? top_k : n;
+    double z = 0.0, cum = 0.0;
+    for (int i = 0; i < m; i++) z += exp(sorted[i] - sorted[0]);
+    int cut = m;
+    if (top_p < 1.0f)
+        for (int i = 0; i < m; i++) {
+            cum += exp(sorted[i] - sorted[0]);
+            if (cum >= top_p * z) {
+                cut = i + 1;
+                break;
+            }
+        }
+    float floor_l = cut > 0 ? sorted[cut - 1] : sorted[0];
+    if (min_p > 0.0f && sorted[0] + logf(min_p) > floor_l) floor_l = sorted[0] + logf(min_p);
+    int count = 0;
+    for (int i = 0; i < n; i++) count += keep[i] = l[i] >= floor_l;
+    free(sorted);
+    return count;
+}
+
+/* Every combination of the filters against the definition, on a vocabulary large enough for the binned top-p
+ * path: the kept set (bd_sampler_kept) must be exactly the reference set, and the draws must stay in it. */
+static void test_filters_vs_reference(void) {
+    enum { N = 5000 };
+    static float l[N];
+    static unsigned char keep[N];
+    static braid_token ids[N];
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < N; i++) { /* distinct pseudo-Gaussian logits (sum of uniforms) */
+        double acc = 0.0;
+        for (int k = 0; k < 4; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            acc += (double)(x >> 11) * 0x1.0p-53;
+        }
+        l[i] = (float)((acc - 2.0) * 3.0) + (float)i * 1e-7f;
+    }
+    const int ks[] = {0, 50, 1000};
+    const float ps[] = {1.0f, 0.95f, 0.5f, 0.0f}, mps[] = {0.0f, 0.002f, 0.2f};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 3; c++) {
+                int want = reference_set(l, N, ks[a], ps[b], mps[c], keep);
+                braid_sampler_params p = plain(1.0f, (uint64_t)(a * 12 + b * 3 + c + 1));
+                p.top_k = ks[a];
+                p.top_p = ps[b];
+                p.min_p = mps[c];
+                braid_sampler *s = NULL;
+                CHECK_STATUS(braid_sampler_new(&p, &s), BRAID_OK);
+                int32_t n = 0;
+                CHECK_STATUS(bd_sampler_kept(s, l, N, ids, N, &n), BRAID_OK);
+                int same = n == want;
+                for (int32_t i = 0; same && i < n; i++) same = ids[i] >= 0 && ids[i] < N && keep[ids[i]];
+                int inside = 1;
+                for (int i = 0; i < 200; i++) {
+                    braid_token t = sample1(s, l, N);
+                    inside &= t >= 0 && t < N && keep[t];
+                }
+                braid_sampler_free(s);
+                CHECK(same && inside, "top_k %d top_p %.2f min_p %.3f: kept %d, reference %d, same set %d, draws inside %d",
+                      ks[a], (double)ps[b], (double)mps[c], (int)n, want, same, inside);
+            }
 }
 
 static void test_penalties(void) {
@@ -364,6 +440,7 @@ int main(void) {
     test_seed();
     test_distribution();
     test_top_p_large();
+    test_filters_vs_reference();
     test_penalties();
     test_invalid();
     test_alloc_failure();

@@ -1,0 +1,112 @@
+/* model.c — braid_model_load and the model accessors: open the GGUF, find the architecture, load the
+ * tokenizer, bind the weights, compute the fingerprint that state files are checked against. */
+#include "engine/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "tokenizer/vocab.h"
+
+braid_model_params braid_model_default_params(void) {
+    braid_model_params p = {.use_mmap = 1, .vocab_only = 0};
+    return p;
+}
+
+braid_status bd_model_n_vocab_from_gguf(const gguf_file *f, const char *arch, int32_t *n_vocab) {
+    const gguf_value *items;
+    uint64_t n = 0;
+    gguf_str model = {0};
+    BD_TRY(gguf_get_str(f, "tokenizer.ggml.model", 0, &model));
+    if (model.len == 4 && !memcmp(model.ptr, "none", 4)) {
+        char key[64];
+        snprintf(key, sizeof key, "%s.vocab_size", arch);
+        uint32_t v = 0;
+        BD_TRY(gguf_get_u32(f, key, 1, &v));
+        n = v;
+    } else {
+        BD_TRY(gguf_get_str_array(f, "tokenizer.ggml.tokens", 1, &items, &n));
+    }
+    if (n == 0 || n > INT32_MAX) return bd_error(BRAID_E_FORMAT, "bad vocabulary size %llu", (unsigned long long)n);
+    *n_vocab = (int32_t)n;
+    return BRAID_OK;
+}
+
+/* Fingerprint: arch name, the architecture's hparams bytes, and every tensor's name, dims and type. */
+static braid_status model_fingerprint(braid_model *m) {
+    bd_hasher h;
+    if (!bd_hasher_init(&h, 0x62726169646d646cull)) return bd_error(BRAID_E_NOMEM, "model: out of memory");
+    bd_hasher_update(&h, m->arch_name, strlen(m->arch_name));
+    const void *hb;
+    size_t hl;
+    m->arch->hparams_bytes(m->arch_data, &hb, &hl);
+    bd_hasher_update(&h, hb, hl);
+    for (size_t i = 0; i < gguf_n_tensors(m->gguf); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+        bd_hasher_update(&h, t->name, strlen(t->name) + 1);
+        bd_hasher_update(&h, t->ne, sizeof t->ne);
+        bd_hasher_update(&h, &t->type, sizeof t->type);
+    }
+    m->fingerprint = bd_hasher_digest(&h);
+    bd_hasher_free(&h);
+    return BRAID_OK;
+}
+
+braid_status bd_model_load_weights(braid_model *m) {
+    m->arch = bd_arch_find(m->arch_name, strlen(m->arch_name));
+    if (!m->arch) return bd_error(BRAID_E_UNSUPPORTED, "architecture '%s' is not supported", m->arch_name);
+    BD_TRY(bd_model_n_vocab_from_gguf(m->gguf, m->arch_name, &m->n_vocab));
+    BD_TRY(m->arch->load(m->gguf, m->n_vocab, &m->arch_data, &m->layout));
+    m->n_embd = m->arch->n_embd(m->arch_data);
+    return model_fingerprint(m);
+}
+
+braid_status braid_model_load(const char *path, const braid_model_params *params, braid_model **out) {
+    if (!path || !out) return bd_error(BRAID_E_INVALID, "braid_model_load: NULL argument");
+    braid_model_params p = params ? *params : braid_model_default_params();
+    *out = NULL;
+    braid_model *m = bd_calloc(1, sizeof *m);
+    if (!m) return bd_error(BRAID_E_NOMEM, "model: out of memory");
+    braid_status st = gguf_open(path, &m->gguf);
+    gguf_str arch = {0};
+    if (st == BRAID_OK) st = gguf_get_str(m->gguf, "general.architecture", 1, &arch);
+    if (st == BRAID_OK && (arch.len == 0 || arch.len >= sizeof m->arch_name))
+        st = bd_error(BRAID_E_FORMAT, "general.architecture has a bad length %llu", (unsigned long long)arch.len);
+    if (st == BRAID_OK) memcpy(m->arch_name, arch.ptr, arch.len);
+    if (st == BRAID_OK) {
+        /* The tokenizer. A vocab-only load needs it; a full load of a model whose tokenizer type braid does
+         * not support still runs on token ids (the tokenizer calls then report BRAID_E_UNSUPPORTED). */
+        st = tok_vocab_load(m->gguf, &m->vocab);
+        if (st == BRAID_E_UNSUPPORTED && !p.vocab_only) {
+            bd_log(BD_LOG_WARN, "%s; the model is usable with token ids only", braid_last_error());
+            st = BRAID_OK;
+        }
+        if (st == BRAID_OK && m->vocab) m->n_vocab = tok_n_tokens(m->vocab);
+    }
+    if (st == BRAID_OK && !p.vocab_only) st = bd_model_load_weights(m);
+    if (st != BRAID_OK) {
+        braid_model_free(m);
+        return st;
+    }
+    *out = m;
+    return BRAID_OK;
+}
+
+void braid_model_free(braid_model *m) {
+    if (!m) return;
+    if (m->arch && m->arch_data) m->arch->free_data(m->arch_data);
+    tok_vocab_free(m->vocab);
+    if (m->gguf) gguf_close(m->gguf);
+    bd_free(m);
+}
+
+const char *braid_model_arch(const braid_model *m) { return m->arch_name; }
+int32_t braid_model_n_vocab(const braid_model *m) { return m->n_vocab; }
+int32_t braid_model_n_embd(const braid_model *m) { return m->n_embd; }
+int32_t braid_model_n_layer(const braid_model *m) { return m->layout.n_layer; }
+int32_t braid_model_n_pos_per_token(const braid_model *m) { return m->layout.n_pos_per_token ? m->layout.n_pos_per_token : 1; }
+int braid_model_has_attention(const braid_model *m) { return m->layout.n_attn > 0; }
+int braid_model_has_recurrent(const braid_model *m) { return m->layout.n_recr > 0; }

@@ -1,0 +1,91 @@
+/* arch.h — the interface every architecture implements (one file each: qwen35.c, later mamba2.c, lfm2.c, ...).
+ *
+ * An architecture reads its hyperparameters and binds its tensors from the GGUF (load), says what memory it
+ * needs (layout: which layers keep attention K/V rows and how wide, which keep a recurrent state and how big),
+ * and computes one ubatch (forward). The engine owns everything else: validation, splitting batches, the
+ * memory and its transactions, replay, state files. The forward pass never allocates: it works in a scratch
+ * arena the engine sized at context creation from scratch_size().
+ *
+ * Layers call downward only: engine -> models -> memory views / kernels -> base. The forward pass sees memory
+ * through bd_fwd_memory, a set of plain pointers the engine fills for one ubatch, so it does not depend on
+ * how the memory stores or shares cells. */
+#ifndef BRAID_MODELS_ARCH_H
+#define BRAID_MODELS_ARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "braid.h"
+#include "gguf/gguf.h"
+
+#include "base/threadpool.h"
+
+/* What memory a model needs. Filled by load; arrays owned by the model's arch data. */
+typedef struct bd_mem_layout {
+    int32_t n_layer;        /* trunk layers run by the forward pass */
+    int32_t n_pos_per_token;/* 1, or 4 for M-RoPE (t, y, x, e) */
+    int32_t n_attn;         /* layers with K/V rows */
+    int32_t n_recr;         /* layers with a recurrent state */
+    const int32_t *attn_layer; /* [n_attn] layer index of each attention slot */
+    const int32_t *recr_layer; /* [n_recr] layer index of each recurrent slot */
+    int32_t n_embd_k;       /* floats of one K row per attention layer (all heads) */
+    int32_t n_embd_v;       /* floats of one V row */
+    int64_t n_conv;         /* floats of one recurrent layer's conv state */
+    int64_t n_ssm;          /* floats of one recurrent layer's SSM / delta-rule state */
+} bd_mem_layout;
+
+/* One ubatch as the forward pass sees it. Rows of one sequence are in order. */
+typedef struct bd_fwd_batch {
+    int32_t n;                  /* rows */
+    const braid_token *token;   /* [n], or NULL when embd is given */
+    const float *embd;          /* [n][n_embd], or NULL */
+    const braid_pos *pos;       /* [n][4] (components beyond n_pos_per_token are 0) */
+    const int32_t *seq;         /* [n] ubatch-local sequence slot, 0 .. n_seq-1 */
+    int32_t n_seq;
+    const int32_t *out;         /* [n] logits row index to write for this row, or -1 for none */
+} bd_fwd_batch;
+
+/* The memory of one ubatch, as plain pointers. */
+typedef struct bd_fwd_memory {
+    /* attention: K and V rows per attention slot, cells [n_cells][n_embd_k] of kv_type (F32 or F16) */
+    void *const *k;             /* [n_attn] */
+    void *const *v;             /* [n_attn] */
+    braid_type kv_type;
+    const int32_t *dst_cell;    /* [n] the cell that receives row t's K/V, or -1 (a replay: already stored) */
+    const int32_t *const *seq_cells; /* [n_seq] cell ids of that sequence in order, including this ubatch's */
+    const int32_t *n_visible;   /* [n] row t attends to seq_cells[seq[t]][0 .. n_visible[t]) (itself last) */
+    /* recurrent: per (slot, sequence) pointers; index = r * n_seq + s. Input may equal output (in place). */
+    const float *const *conv_in;  /* state before the ubatch, [n_conv] */
+    const float *const *ssm_in;   /* [n_ssm] */
+    float *const *conv_out;       /* state after the ubatch */
+    float *const *ssm_out;
+    /* optional per-row snapshots (rollback buffer): index r * n + t, state after row t; NULL = not wanted */
+    float *const *conv_row;
+    float *const *ssm_row;
+} bd_fwd_memory;
+
+typedef struct bd_arch {
+    const char *name; /* general.architecture */
+    /* Reads hparams, binds tensors (exact set), fills *layout. *data is the arch's private state, freed by
+     * free_data. n_vocab is the tokenizer's size (the LM head must match). */
+    braid_status (*load)(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout);
+    void (*free_data)(void *data);
+    int32_t (*n_embd)(const void *data);
+    /* Feeds the hash of the model fingerprint (hparams; tensors are hashed by the engine). */
+    void (*hparams_bytes)(const void *data, const void **bytes, size_t *len);
+    /* Bytes of scratch for ubatches of up to n_batch rows and up to n_ctx visible cells. */
+    size_t (*scratch_size)(const void *data, int32_t n_batch, int32_t n_ctx);
+    /* Computes the ubatch: writes K/V rows to memory, recurrent states to the out buffers, logits rows
+     * (n_vocab floats each) to logits[out[t]]. Never allocates; never fails on validated input. */
+    void (*forward)(const void *data, void *scratch, bd_threadpool *tp, const bd_fwd_batch *b,
+                    const bd_fwd_memory *m, float *logits);
+    /* Re-rotates a K row stored for old positions so that it is rotated for new ones (context shift). */
+    void (*rerotate_k)(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos);
+} bd_arch;
+
+/* The architecture named by general.architecture, or NULL. */
+const bd_arch *bd_arch_find(const char *name, size_t len);
+
+extern const bd_arch bd_arch_qwen35;
+
+#endif

@@ -1,0 +1,686 @@
+/* qwen35.c — Qwen3.5 (dense hybrid): Gated DeltaNet layers braided with gated full attention (IMROPE).
+ *
+ * Facts: architectures.md §1 (keys, tensors, math) and §5 (numerics). Every 1 in `interval` layers is full
+ * attention (or as `attention.recurrent_layers` says); the others are Gated DeltaNet layers with a short causal
+ * conv and a delta-rule state per sequence. The forward pass reads top to bottom like §1.5:
+ *
+ *     x = token_embd[tokens]                                   (or embedding rows)
+ *     for each layer: h = x + Mixer(RMSNorm(x)); x = h + SwiGLU(RMSNorm(h))
+ *     logits = W_out · RMSNorm(x)                              (only for rows that asked)
+ *
+ * Memory is seen through bd_fwd_memory (arch.h): K/V rows in cells for attention layers, conv + delta states
+ * for recurrent ones, stored in llama.cpp's layouts (conv rm[conv_dim][d_conv-1], time fastest; delta state
+ * rm[H_v][S(j)][S(i)], i.e. each head's matrix transposed) so that the two are easy to compare. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "models/arch.h"
+#include "models/blocks.h"
+#include "tensor/ops.h"
+#include "models/loader.h"
+#include "tensor/types.h"
+
+#define QW_MAX_ROT_PAIRS 512
+
+/* Hyperparameters; plain fixed-width fields so that their bytes feed the model fingerprint. */
+typedef struct qw_hparams {
+    uint32_t n_ctx_train, n_embd, n_layer_all, n_layer, n_ff, n_vocab;
+    uint32_t n_head, n_head_kv, head_dim, n_rot;
+    float eps, freq_base, freq_scale, pad0;
+    int32_t sections[4];
+    uint32_t d_conv, d_inner, S, H_v, H_k;
+    uint32_t key_dim, value_dim, conv_dim;
+} qw_hparams;
+
+typedef struct qw_layer {
+    int recurrent;
+    int slot; /* index among attention layers or among recurrent layers */
+    bd_weight attn_norm;  /* [n_embd] */
+    bd_weight post_norm;  /* [n_embd] (pre-FFN norm) */
+    /* gated attention */
+    bd_weight wq;         /* [2*hd*nh][n_embd]: per head, hd query rows then hd gate rows */
+    bd_weight wk, wv;     /* [hd*nkv][n_embd] */
+    bd_weight bq, bk, bv; /* optional biases */
+    bd_weight wo;         /* [n_embd][hd*nh] */
+    bd_weight q_norm, k_norm; /* [hd] */
+    /* Gated DeltaNet */
+    bd_weight wqkv;       /* [conv_dim][n_embd] -> q ‖ k ‖ v (pre-conv) */
+    bd_weight wgate;      /* [value_dim][n_embd] -> z */
+    bd_weight conv1d;     /* [conv_dim][d_conv] F32 */
+    bd_weight dt_bias;    /* [H_v] */
+    bd_weight ssm_a;      /* [H_v] A = -exp(A_log) */
+    bd_weight wbeta;      /* [H_v][n_embd] */
+    bd_weight walpha;     /* [H_v][n_embd] */
+    bd_weight ssm_norm;   /* [S] */
+    bd_weight ssm_out;    /* [n_embd][value_dim] */
+    /* SwiGLU FFN */
+    bd_weight ffn_gate, ffn_up; /* [n_ff][n_embd] */
+    bd_weight ffn_down;         /* [n_embd][n_ff] */
+} qw_layer;
+
+typedef struct qwen35 {
+    qw_hparams hp;
+    uint8_t rope_comp[QW_MAX_ROT_PAIRS]; /* position component (0 t, 1 y, 2 x, 3 e) of each rotated pair */
+    uint8_t *is_recr;                    /* [n_layer] */
+    int32_t *attn_layer, *recr_layer;
+    bd_weight tok_embd;    /* [n_vocab][n_embd] */
+    bd_weight output_norm; /* [n_embd] */
+    bd_weight output;      /* [n_vocab][n_embd] (token_embd when tied) */
+    qw_layer *layers;      /* [n_layer] */
+    uint8_t *fp_bytes;     /* hparams ‖ layer kinds, for the fingerprint */
+    size_t fp_len;
+} qwen35;
+
+/* ---- loading ------------------------------------------------------------------------------------------- */
+
+static void qw_free(void *data) {
+    qwen35 *m = data;
+    if (!m) return;
+    bd_free(m->is_recr);
+    bd_free(m->attn_layer);
+    bd_free(m->recr_layer);
+    bd_free(m->layers);
+    bd_free(m->fp_bytes);
+    bd_free(m);
+}
+
+/* §0.3, §1.1, §1.2, §1.3: keys with llama.cpp's strict types, derived sizes, constraints, layer kinds. */
+static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
+    qw_hparams *hp = &m->hp;
+    BD_TRY(bd_key_u32(l, "context_length", 1, &hp->n_ctx_train));
+    BD_TRY(bd_key_u32(l, "embedding_length", 1, &hp->n_embd));
+    BD_TRY(bd_key_u32(l, "block_count", 1, &hp->n_layer_all));
+    uint32_t nextn = 0;
+    BD_TRY(bd_key_u32(l, "nextn_predict_layers", 0, &nextn));
+    if (hp->n_layer_all == 0 || hp->n_layer_all > 4096 || nextn >= hp->n_layer_all)
+        return bd_error(BRAID_E_FORMAT, "qwen35: bad block_count %u / nextn_predict_layers %u", hp->n_layer_all,
+                        nextn);
+    hp->n_layer = hp->n_layer_all - nextn;
+    if (hp->n_embd == 0 || hp->n_embd > (1u << 20)) return bd_error(BRAID_E_FORMAT, "qwen35: bad embedding_length");
+
+    /* Per-layer keys: braid computes uniform layers, so every trunk layer must agree. */
+    uint32_t *tmp = bd_mallocn(hp->n_layer_all, sizeof *tmp);
+    if (!tmp) return bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
+    braid_status st = BRAID_OK;
+    struct { const char *key; uint32_t *dst; uint32_t dflt; } per_layer[] = {
+        {"feed_forward_length", &hp->n_ff, 0},
+        {"attention.head_count", &hp->n_head, 0},
+        {"attention.head_count_kv", &hp->n_head_kv, 0},
+    };
+    for (size_t k = 0; k < sizeof per_layer / sizeof per_layer[0] && st == BRAID_OK; k++) {
+        int found;
+        *per_layer[k].dst = per_layer[k].dflt;
+        st = bd_key_u32_per_layer(l, per_layer[k].key, hp->n_layer_all, 0, tmp, &found);
+        if (st != BRAID_OK || !found) continue;
+        *per_layer[k].dst = tmp[0];
+        for (uint32_t i = 1; i < hp->n_layer; i++)
+            if (tmp[i] != tmp[0])
+                st = bd_error(BRAID_E_UNSUPPORTED, "qwen35: %s differs between layers (%u vs %u)", per_layer[k].key,
+                              tmp[0], tmp[i]);
+    }
+    if (st == BRAID_OK && hp->n_head_kv == 0) hp->n_head_kv = hp->n_head;
+    if (st == BRAID_OK && (hp->n_head == 0 || hp->n_ff == 0))
+        st = bd_error(BRAID_E_FORMAT, "qwen35: attention.head_count and feed_forward_length are required");
+
+    /* Layer kinds (§1.3). */
+    m->is_recr = bd_calloc(hp->n_layer, 1);
+    if (st == BRAID_OK && !m->is_recr) st = bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
+    if (st == BRAID_OK) {
+        int found;
+        st = bd_key_u32_per_layer(l, "attention.recurrent_layers", hp->n_layer_all, 0, tmp, &found);
+        if (st == BRAID_OK && found) {
+            for (uint32_t i = 0; i < hp->n_layer; i++) m->is_recr[i] = tmp[i] != 0;
+        } else if (st == BRAID_OK) {
+            uint32_t interval = 4;
+            st = bd_key_u32(l, "full_attention_interval", 0, &interval);
+            if (st == BRAID_OK && interval == 0)
+                st = bd_error(BRAID_E_FORMAT, "qwen35: full_attention_interval is 0");
+            for (uint32_t i = 0; st == BRAID_OK && i < hp->n_layer; i++) m->is_recr[i] = (i + 1) % interval != 0;
+        }
+    }
+    bd_free(tmp);
+    BD_TRY(st);
+
+    hp->head_dim = hp->n_embd / hp->n_head;
+    BD_TRY(bd_key_u32(l, "attention.key_length", 0, &hp->head_dim));
+    uint32_t vlen = hp->head_dim;
+    BD_TRY(bd_key_u32(l, "attention.value_length", 0, &vlen));
+    if (vlen != hp->head_dim)
+        return bd_error(BRAID_E_UNSUPPORTED, "qwen35: key_length %u != value_length %u", hp->head_dim, vlen);
+    hp->n_rot = hp->head_dim;
+    BD_TRY(bd_key_u32(l, "rope.dimension_count", 0, &hp->n_rot));
+    hp->freq_base = 10000.0f;
+    BD_TRY(bd_key_f32(l, "rope.freq_base", 0, &hp->freq_base));
+    gguf_str scaling = {"linear", 6};
+    BD_TRY(bd_key_str(l, "rope.scaling.type", 0, &scaling));
+    if (!((scaling.len == 6 && !memcmp(scaling.ptr, "linear", 6)) || (scaling.len == 4 && !memcmp(scaling.ptr, "none", 4))))
+        return bd_error(BRAID_E_UNSUPPORTED, "qwen35: rope.scaling.type %.*s is not supported", (int)scaling.len,
+                        scaling.ptr);
+    float factor = 0.0f;
+    BD_TRY(bd_key_f32(l, "rope.scaling.factor", 0, &factor));
+    hp->freq_scale = factor > 0.0f ? 1.0f / factor : 1.0f;
+    BD_TRY(bd_key_f32(l, "attention.layer_norm_rms_epsilon", 1, &hp->eps));
+    int found;
+    BD_TRY(bd_key_i32_array(l, "rope.dimension_sections", 4, 1, hp->sections, &found));
+    BD_TRY(bd_key_u32(l, "ssm.conv_kernel", 1, &hp->d_conv));
+    BD_TRY(bd_key_u32(l, "ssm.inner_size", 1, &hp->d_inner));
+    BD_TRY(bd_key_u32(l, "ssm.state_size", 1, &hp->S));
+    BD_TRY(bd_key_u32(l, "ssm.time_step_rank", 1, &hp->H_v));
+    BD_TRY(bd_key_u32(l, "ssm.group_count", 1, &hp->H_k));
+
+    /* §1.2 constraints. */
+    const uint32_t hd = hp->head_dim;
+    if (hd == 0 || hd > 4096 || hp->n_head > 4096 || hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv)
+        return bd_error(BRAID_E_FORMAT, "qwen35: bad attention heads (head_dim %u, heads %u, kv heads %u)", hd,
+                        hp->n_head, hp->n_head_kv);
+    if (hp->n_rot == 0 || hp->n_rot % 2 || hp->n_rot > hd || hp->n_rot / 2 > QW_MAX_ROT_PAIRS)
+        return bd_error(BRAID_E_FORMAT, "qwen35: rope.dimension_count %u must be even and <= head_dim %u", hp->n_rot,
+                        hd);
+    int64_t sect = 0;
+    for (int i = 0; i < 4; i++) {
+        if (hp->sections[i] < 0) return bd_error(BRAID_E_FORMAT, "qwen35: negative rope section");
+        sect += hp->sections[i];
+    }
+    if (sect <= 0 || sect > hd || (hp->sections[0] | hp->sections[1] | hp->sections[2]) == 0)
+        return bd_error(BRAID_E_FORMAT, "qwen35: rope.dimension_sections sum %lld must be in 1..head_dim %u",
+                        (long long)sect, hd);
+    if (hp->S == 0 || hp->S > 4096 || hp->H_k == 0 || hp->H_v == 0 || hp->H_v % hp->H_k)
+        return bd_error(BRAID_E_FORMAT, "qwen35: ssm.time_step_rank %u must be a multiple of ssm.group_count %u",
+                        hp->H_v, hp->H_k);
+    if (hp->d_inner != hp->S * hp->H_v)
+        return bd_error(BRAID_E_FORMAT, "qwen35: ssm.inner_size %u != ssm.state_size %u * ssm.time_step_rank %u",
+                        hp->d_inner, hp->S, hp->H_v);
+    if (hp->d_conv < 1 || hp->d_conv > 64) return bd_error(BRAID_E_FORMAT, "qwen35: bad ssm.conv_kernel %u", hp->d_conv);
+    hp->key_dim = hp->S * hp->H_k;
+    hp->value_dim = hp->S * hp->H_v;
+    hp->conv_dim = 2 * hp->key_dim + hp->value_dim;
+
+    /* IMROPE (§1.6): which position component each rotated pair uses. */
+    const int32_t *s = hp->sections;
+    for (uint32_t k = 0; k < hp->n_rot / 2; k++) {
+        int32_t sector = (int32_t)(k % (uint32_t)sect);
+        uint8_t c = 3;
+        if (sector % 3 == 1 && sector < 3 * s[1]) c = 1;
+        else if (sector % 3 == 2 && sector < 3 * s[2]) c = 2;
+        else if (sector % 3 == 0 && sector < 3 * s[0]) c = 0;
+        m->rope_comp[k] = c;
+    }
+    return BRAID_OK;
+}
+
+/* §1.4: every tensor with its exact shape; the file must hold exactly these (plus skipped MTP blocks). */
+static braid_status qw_bind(qwen35 *m, bd_loader *l) {
+    const qw_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, V = hp->n_vocab, hd = hp->head_dim, nh = hp->n_head, nkv = hp->n_head_kv;
+    BD_TRY(bd_bind(l, "token_embd.weight", E, V, 0, 1, &m->tok_embd));
+    BD_TRY(bd_bind(l, "output_norm.weight", E, 1, 1, 1, &m->output_norm));
+    BD_TRY(bd_bind(l, "output.weight", E, V, 0, 0, &m->output));
+    if (!m->output.data) m->output = m->tok_embd; /* tied */
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        qw_layer *L = &m->layers[il];
+        L->recurrent = m->is_recr[il];
+        BD_TRY(bd_bind_layer(l, il, "attn_norm.weight", E, 1, 1, 1, &L->attn_norm));
+        BD_TRY(bd_bind_layer(l, il, "post_attention_norm.weight", E, 1, 1, 1, &L->post_norm));
+        if (!L->recurrent) {
+            bd_weight fused;
+            BD_TRY(bd_bind_layer(l, il, "attn_qkv.weight", E, 2 * hd * nh + 2 * hd * nkv, 0, 0, &fused));
+            if (fused.data) { /* Q ‖ K ‖ V rows in one matrix: three row views */
+                L->wq = fused, L->wq.n_out = 2 * hd * nh;
+                L->wk = fused, L->wk.n_out = hd * nkv, L->wk.data = bd_weight_row(&fused, 2 * hd * nh);
+                L->wv = fused, L->wv.n_out = hd * nkv, L->wv.data = bd_weight_row(&fused, 2 * hd * nh + hd * nkv);
+                bd_weight fb;
+                BD_TRY(bd_bind_layer(l, il, "attn_qkv.bias", 2 * hd * nh + 2 * hd * nkv, 1, 1, 0, &fb));
+                if (fb.data) {
+                    const float *b = fb.data;
+                    L->bq = fb, L->bq.n_in = 2 * hd * nh;
+                    L->bk = fb, L->bk.n_in = hd * nkv, L->bk.data = b + 2 * hd * nh;
+                    L->bv = fb, L->bv.n_in = hd * nkv, L->bv.data = b + 2 * hd * nh + hd * nkv;
+                }
+            } else {
+                BD_TRY(bd_bind_layer(l, il, "attn_q.weight", E, 2 * hd * nh, 0, 1, &L->wq));
+                BD_TRY(bd_bind_layer(l, il, "attn_k.weight", E, hd * nkv, 0, 1, &L->wk));
+                BD_TRY(bd_bind_layer(l, il, "attn_v.weight", E, hd * nkv, 0, 1, &L->wv));
+                BD_TRY(bd_bind_layer(l, il, "attn_q.bias", 2 * hd * nh, 1, 1, 0, &L->bq));
+                BD_TRY(bd_bind_layer(l, il, "attn_k.bias", hd * nkv, 1, 1, 0, &L->bk));
+                BD_TRY(bd_bind_layer(l, il, "attn_v.bias", hd * nkv, 1, 1, 0, &L->bv));
+            }
+            BD_TRY(bd_bind_layer(l, il, "attn_output.weight", hd * nh, E, 0, 1, &L->wo));
+            BD_TRY(bd_bind_layer(l, il, "attn_q_norm.weight", hd, 1, 1, 1, &L->q_norm));
+            BD_TRY(bd_bind_layer(l, il, "attn_k_norm.weight", hd, 1, 1, 1, &L->k_norm));
+        } else {
+            BD_TRY(bd_bind_layer(l, il, "attn_qkv.weight", E, hp->conv_dim, 0, 1, &L->wqkv));
+            BD_TRY(bd_bind_layer(l, il, "attn_gate.weight", E, hp->value_dim, 0, 1, &L->wgate));
+            BD_TRY(bd_bind_layer(l, il, "ssm_conv1d.weight", hp->d_conv, hp->conv_dim, 1, 1, &L->conv1d));
+            BD_TRY(bd_bind_layer(l, il, "ssm_dt.bias", hp->H_v, 1, 1, 1, &L->dt_bias));
+            BD_TRY(bd_bind_layer(l, il, "ssm_a", hp->H_v, 1, 1, 1, &L->ssm_a));
+            BD_TRY(bd_bind_layer(l, il, "ssm_beta.weight", E, hp->H_v, 0, 1, &L->wbeta));
+            BD_TRY(bd_bind_layer(l, il, "ssm_alpha.weight", E, hp->H_v, 0, 1, &L->walpha));
+            BD_TRY(bd_bind_layer(l, il, "ssm_norm.weight", hp->S, 1, 1, 1, &L->ssm_norm));
+            BD_TRY(bd_bind_layer(l, il, "ssm_out.weight", hp->value_dim, E, 0, 1, &L->ssm_out));
+        }
+        BD_TRY(bd_bind_layer(l, il, "ffn_gate.weight", E, hp->n_ff, 0, 1, &L->ffn_gate));
+        BD_TRY(bd_bind_layer(l, il, "ffn_up.weight", E, hp->n_ff, 0, 1, &L->ffn_up));
+        BD_TRY(bd_bind_layer(l, il, "ffn_down.weight", hp->n_ff, E, 0, 1, &L->ffn_down));
+    }
+    return bd_loader_finish(l, (int)hp->n_layer);
+}
+
+static braid_status qw_load(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    qwen35 *m = bd_calloc(1, sizeof *m);
+    if (!m) return bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
+    bd_loader l;
+    braid_status st = bd_loader_init(&l, f, "qwen35");
+    if (st == BRAID_OK) st = qw_load_hparams(m, &l);
+    if (st == BRAID_OK && n_vocab <= 0) st = bd_error(BRAID_E_FORMAT, "qwen35: the vocabulary is empty");
+    const qw_hparams *hp = &m->hp;
+    if (st == BRAID_OK) {
+        m->hp.n_vocab = (uint32_t)n_vocab;
+        m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
+        m->attn_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
+        m->recr_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
+        m->fp_len = sizeof m->hp + hp->n_layer;
+        m->fp_bytes = bd_malloc(m->fp_len);
+        if (!m->layers || !m->attn_layer || !m->recr_layer || !m->fp_bytes)
+            st = bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
+    }
+    if (st == BRAID_OK) st = qw_bind(m, &l);
+    bd_loader_free(&l);
+    if (st != BRAID_OK) {
+        qw_free(m);
+        return st;
+    }
+    memset(layout, 0, sizeof *layout);
+    layout->n_layer = (int32_t)hp->n_layer;
+    layout->n_pos_per_token = 4;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        qw_layer *L = &m->layers[il];
+        if (L->recurrent) L->slot = layout->n_recr, m->recr_layer[layout->n_recr++] = (int32_t)il;
+        else L->slot = layout->n_attn, m->attn_layer[layout->n_attn++] = (int32_t)il;
+    }
+    layout->attn_layer = m->attn_layer;
+    layout->recr_layer = m->recr_layer;
+    layout->n_embd_k = (int32_t)(hp->head_dim * hp->n_head_kv);
+    layout->n_embd_v = layout->n_embd_k;
+    layout->n_conv = (int64_t)(hp->d_conv - 1) * hp->conv_dim;
+    layout->n_ssm = (int64_t)hp->S * hp->S * hp->H_v;
+    memcpy(m->fp_bytes, &m->hp, sizeof m->hp);
+    memcpy(m->fp_bytes + sizeof m->hp, m->is_recr, hp->n_layer);
+    *data = m;
+    return BRAID_OK;
+}
+
+static int32_t qw_n_embd(const void *data) { return (int32_t)((const qwen35 *)data)->hp.n_embd; }
+
+static void qw_hparams_bytes(const void *data, const void **bytes, size_t *len) {
+    const qwen35 *m = data;
+    *bytes = m->fp_bytes;
+    *len = m->fp_len;
+}
+
+/* ---- scratch --------------------------------------------------------------------------------------------- */
+
+/* Every activation buffer of one ubatch of T rows, carved from one arena (sizes in floats). */
+typedef struct qw_scratch {
+    float *x;      /* [T][n_embd] residual stream */
+    float *u;      /* [T][n_embd] normed input of a block */
+    float *qg;     /* [T][2*hd*nh] query ‖ gate per head; GDN: mixed [T][conv_dim] */
+    float *k, *v;  /* [T][hd*nkv]; GDN: z [T][value_dim] in k */
+    float *o;      /* [T][max(hd*nh, value_dim)] mixer output before its out-projection */
+    float *ba;     /* [T][2*H_v] beta ‖ alpha */
+    float *ff_g;   /* [T][n_ff] */
+    float *ff_u;   /* [T][n_ff] */
+    float *f;      /* [T][n_embd] FFN output */
+    float *krow;   /* [hd] a K or V row converted from F16 */
+    float *delta;  /* [S] delta-rule correction of one head */
+    float *rope;   /* [T][n_rot/2][2] cos, sin per row */
+    float *y;      /* [conv_dim] conv output of one row */
+    void *wbuf;    /* matmul activation conversion */
+    float *att;    /* [n_ctx] attention scores of one (row, head); last, so it takes the rest of the arena */
+} qw_scratch;
+
+static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Lays the arena out (base NULL: only measures). Returns the bytes used. */
+static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, qw_scratch *s) {
+    const qw_hparams *hp = &m->hp;
+    size_t off = 0;
+#define QW_TAKE(field, count)                                                                                     \
+    do {                                                                                                          \
+        s->field = base ? (float *)(base + off) : NULL;                                                           \
+        off += (((size_t)(count) * sizeof(float)) + 63) & ~(size_t)63;                                           \
+    } while (0)
+    const size_t tq = maxz(2u * hp->head_dim * hp->n_head, hp->conv_dim);
+    const size_t tk = maxz((size_t)hp->head_dim * hp->n_head_kv, hp->value_dim);
+    QW_TAKE(x, (size_t)T * hp->n_embd);
+    QW_TAKE(u, (size_t)T * hp->n_embd);
+    QW_TAKE(qg, (size_t)T * tq);
+    QW_TAKE(k, (size_t)T * tk);
+    QW_TAKE(v, (size_t)T * tk);
+    QW_TAKE(o, (size_t)T * maxz((size_t)hp->head_dim * hp->n_head, hp->value_dim));
+    QW_TAKE(ba, (size_t)T * 2 * hp->H_v);
+    QW_TAKE(ff_g, (size_t)T * hp->n_ff);
+    QW_TAKE(ff_u, (size_t)T * hp->n_ff);
+    QW_TAKE(f, (size_t)T * hp->n_embd);
+    QW_TAKE(krow, hp->head_dim);
+    QW_TAKE(delta, hp->S);
+    QW_TAKE(rope, (size_t)T * hp->n_rot);
+    QW_TAKE(y, hp->conv_dim);
+    /* The largest activation conversion any matmul of this model needs. */
+    size_t w = 0;
+    const bd_weight *gl[] = {&m->output};
+    w = maxz(w, blk_matmul_wsize(gl[0]->type, gl[0]->n_in, T));
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const qw_layer *L = &m->layers[il];
+        const bd_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wqkv, &L->wgate, &L->wbeta, &L->walpha,
+                                 &L->ssm_out, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            if (ws[i]->data) w = maxz(w, blk_matmul_wsize(ws[i]->type, ws[i]->n_in, T));
+    }
+    s->wbuf = base ? base + off : NULL;
+    off += (w + 63) & ~(size_t)63;
+    /* Scores: the arena is sized for n_batch rows and n_ctx cells; a smaller ubatch carves less above, so
+     * what remains for att is at least n_ctx floats. */
+    QW_TAKE(att, (size_t)n_ctx + 16);
+#undef QW_TAKE
+    return off;
+}
+
+static size_t qw_scratch_size(const void *data, int32_t n_batch, int32_t n_ctx) {
+    qw_scratch s;
+    return qw_carve(data, NULL, n_batch, n_ctx, &s) + 64;
+}
+
+/* ---- the blocks of the forward pass ----------------------------------------------------------------------- */
+
+static inline float qw_silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float qw_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static inline float qw_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+static void add_bias(float *y, const bd_weight *b, int32_t T) {
+    if (!b->data) return;
+    const float *bb = b->data;
+    for (int32_t t = 0; t < T; t++)
+        for (int64_t i = 0; i < b->n_in; i++) y[(size_t)t * b->n_in + i] += bb[i];
+}
+
+/* cos/sin of every rotated pair for each row's 4 position components (§0.2, §1.6): θ is built by repeated
+ * float multiplication from the position, as ggml does, and each pair takes the component IMROPE assigns. */
+static void qw_rope_cache(const qwen35 *m, const braid_pos *pos, int32_t T, float *cs) {
+    const qw_hparams *hp = &m->hp;
+    const float theta_scale = powf(hp->freq_base, -2.0f / (float)hp->n_rot);
+    for (int32_t t = 0; t < T; t++) {
+        float theta[4];
+        for (int c = 0; c < 4; c++) theta[c] = (float)pos[4 * t + c];
+        float *row = cs + (size_t)t * hp->n_rot;
+        for (uint32_t k = 0; k < hp->n_rot / 2; k++) {
+            const float th = hp->freq_scale * theta[m->rope_comp[k]];
+            row[2 * k] = cosf(th);
+            row[2 * k + 1] = sinf(th);
+            for (int c = 0; c < 4; c++) theta[c] *= theta_scale;
+        }
+    }
+}
+
+/* NEOX pairing: (x[k], x[k + n_rot/2]) rotated by the pair's angle; dims >= n_rot untouched. */
+static void qw_rope_head(float *x, const float *cs, uint32_t n_rot) {
+    const uint32_t half = n_rot / 2;
+    for (uint32_t k = 0; k < half; k++) {
+        const float c = cs[2 * k], s = cs[2 * k + 1];
+        const float x0 = x[k], x1 = x[k + half];
+        x[k] = x0 * c - x1 * s;
+        x[k + half] = x0 * s + x1 * c;
+    }
+}
+
+static void kv_store(void *base, braid_type type, int32_t cell, int32_t n_embd, const float *src) {
+    if (type == BRAID_TYPE_F32) {
+        memcpy((float *)base + (size_t)cell * n_embd, src, (size_t)n_embd * sizeof(float));
+    } else {
+        uint16_t *d = (uint16_t *)base + (size_t)cell * n_embd;
+        for (int32_t i = 0; i < n_embd; i++) d[i] = bd_fp32_to_fp16(src[i]);
+    }
+}
+
+/* Head j of cell's K (or V) row as floats (a pointer into memory for F32, converted into tmp for F16). */
+static const float *kv_head(const void *base, braid_type type, int32_t cell, int32_t n_embd, int32_t j, int32_t hd,
+                            float *tmp) {
+    const size_t off = (size_t)cell * n_embd + (size_t)j * hd;
+    if (type == BRAID_TYPE_F32) return (const float *)base + off;
+    const uint16_t *h = (const uint16_t *)base + off;
+    for (int32_t i = 0; i < hd; i++) tmp[i] = bd_fp16_to_fp32(h[i]);
+    return tmp;
+}
+
+/* §1.6 gated full attention. u [T][n_embd] normed input -> s->o [T][hd*nh] gated heads, then W_o into out. */
+static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
+                         const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
+    const qw_hparams *hp = &m->hp;
+    const int32_t T = b->n, hd = (int32_t)hp->head_dim, nh = (int32_t)hp->n_head, nkv = (int32_t)hp->n_head_kv;
+    const int32_t n_kv = hd * nkv, group = nh / nkv;
+    void *kc = mem->k[L->slot], *vc = mem->v[L->slot];
+
+    blk_matmul(tp, &L->wq, s->u, T, s->qg, s->wbuf); /* [T][nh][q hd ‖ gate hd] */
+    blk_matmul(tp, &L->wk, s->u, T, s->k, s->wbuf);  /* [T][nkv][hd] */
+    blk_matmul(tp, &L->wv, s->u, T, s->v, s->wbuf);  /* [T][nkv][hd] */
+    add_bias(s->qg, &L->bq, T);
+    add_bias(s->k, &L->bk, T);
+    add_bias(s->v, &L->bv, T);
+
+    qw_rope_cache(m, b->pos, T, s->rope);
+    for (int32_t t = 0; t < T; t++) {
+        const float *cs = s->rope + (size_t)t * hp->n_rot;
+        for (int32_t h = 0; h < nh; h++) {
+            float *q = s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd;
+            bd_rmsnorm(q, q, L->q_norm.data, hd, hp->eps);
+            qw_rope_head(q, cs, hp->n_rot);
+        }
+        for (int32_t j = 0; j < nkv; j++) {
+            float *k = s->k + (size_t)t * n_kv + (size_t)j * hd;
+            bd_rmsnorm(k, k, L->k_norm.data, hd, hp->eps);
+            qw_rope_head(k, cs, hp->n_rot);
+        }
+        /* The cache holds post-norm, post-RoPE K and raw V. */
+        if (mem->dst_cell[t] < 0) continue; /* a replay: the cell already holds this row's K/V */
+        kv_store(kc, mem->kv_type, mem->dst_cell[t], n_kv, s->k + (size_t)t * n_kv);
+        kv_store(vc, mem->kv_type, mem->dst_cell[t], n_kv, s->v + (size_t)t * n_kv);
+    }
+
+    /* o_h = softmax(scale · q_h·K_jᵀ over the visible cells) · V_j, then gated by sigmoid(gate_h). */
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int32_t t = 0; t < T; t++) {
+        const int32_t *cells = mem->seq_cells[b->seq[t]];
+        const int32_t nvis = mem->n_visible[t];
+        for (int32_t h = 0; h < nh; h++) {
+            const int32_t j = h / group;
+            const float *q = s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd;
+            const float *gate = q + hd;
+            float *att = s->att;
+            float mx = -INFINITY;
+            for (int32_t i = 0; i < nvis; i++) {
+                const float *kr = kv_head(kc, mem->kv_type, cells[i], n_kv, j, hd, s->krow);
+                att[i] = blk_dot_f32(q, kr, hd) * scale;
+                if (att[i] > mx) mx = att[i];
+            }
+            double sum = 0.0;
+            for (int32_t i = 0; i < nvis; i++) {
+                att[i] = expf(att[i] - mx);
+                sum += att[i];
+            }
+            const float inv = (float)(1.0 / sum);
+            float *o = s->o + (size_t)t * hd * nh + (size_t)h * hd;
+            memset(o, 0, (size_t)hd * sizeof(float));
+            for (int32_t i = 0; i < nvis; i++) {
+                const float p = att[i] * inv;
+                const float *vr = kv_head(vc, mem->kv_type, cells[i], n_kv, j, hd, s->krow);
+                for (int32_t d = 0; d < hd; d++) o[d] += p * vr[d];
+            }
+            for (int32_t d = 0; d < hd; d++) o[d] *= qw_sigmoid(gate[d]);
+        }
+    }
+    blk_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
+}
+
+/* One token of the delta rule on one head (§1.7 step 7), state M stored transposed: Mt[j][i] = M[i][j].
+ *   M ← exp(g)·M;  δ = (v − Mᵀk)·β;  M ← M + k δᵀ;  o = Mᵀq / sqrt(S) */
+static void qw_delta_step(float *Mt, const float *q, const float *k, const float *v, float g, float beta, float *o,
+                          int32_t S, float *delta) {
+    const float decay = expf(g);
+    for (int64_t i = 0; i < (int64_t)S * S; i++) Mt[i] *= decay;
+    for (int32_t j = 0; j < S; j++) delta[j] = (v[j] - blk_dot_f32(Mt + (size_t)j * S, k, S)) * beta;
+    for (int32_t j = 0; j < S; j++) {
+        float *row = Mt + (size_t)j * S;
+        for (int32_t i = 0; i < S; i++) row[i] += k[i] * delta[j];
+    }
+    const float scale = 1.0f / sqrtf((float)S);
+    for (int32_t j = 0; j < S; j++) o[j] = blk_dot_f32(Mt + (size_t)j * S, q, S) * scale;
+}
+
+/* §1.7 Gated DeltaNet. u [T][n_embd] normed input -> out [T][n_embd]; states of each sequence advance in
+ * row order (rows of one sequence are in order in the ubatch). */
+static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
+                              const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
+    const qw_hparams *hp = &m->hp;
+    const int32_t T = b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
+    const int32_t C = (int32_t)hp->conv_dim, KD = (int32_t)hp->key_dim, W = (int32_t)hp->d_conv - 1;
+    float *mixed = s->qg; /* [T][conv_dim] q ‖ k ‖ v before the conv */
+    float *z = s->k;      /* [T][value_dim] */
+    float *beta = s->ba, *alpha = s->ba + (size_t)T * Hv; /* [T][H_v] each */
+
+    blk_matmul(tp, &L->wqkv, s->u, T, mixed, s->wbuf);
+    blk_matmul(tp, &L->wgate, s->u, T, z, s->wbuf);
+    blk_matmul(tp, &L->wbeta, s->u, T, beta, s->wbuf);
+    blk_matmul(tp, &L->walpha, s->u, T, alpha, s->wbuf);
+
+    /* Each sequence's states start from its committed ones. */
+    const size_t n_conv = (size_t)W * C, n_ssm = (size_t)S * S * Hv;
+    for (int32_t q = 0; q < b->n_seq; q++) {
+        const size_t r = (size_t)L->slot * b->n_seq + q;
+        if (mem->conv_out[r] != mem->conv_in[r]) memcpy(mem->conv_out[r], mem->conv_in[r], n_conv * sizeof(float));
+        if (mem->ssm_out[r] != mem->ssm_in[r]) memcpy(mem->ssm_out[r], mem->ssm_in[r], n_ssm * sizeof(float));
+    }
+
+    const float *A = L->ssm_a.data, *dt_bias = L->dt_bias.data, *cw = L->conv1d.data;
+    for (int32_t t = 0; t < T; t++) {
+        const size_t r = (size_t)L->slot * b->n_seq + b->seq[t];
+        float *conv = mem->conv_out[r]; /* [conv_dim][d_conv-1], oldest first */
+        float *Mt = mem->ssm_out[r];    /* [H_v][S(j)][S(i)] */
+        const float *xt = mixed + (size_t)t * C;
+
+        /* Causal depthwise conv over the window (state ‖ current input), kernel order, then SiLU. */
+        float *y = s->y;
+        for (int32_t c = 0; c < C; c++) {
+            const float *w = cw + (size_t)c * (W + 1);
+            float *win = conv + (size_t)c * W;
+            float acc = 0.0f;
+            for (int32_t i = 0; i < W; i++) acc += win[i] * w[i];
+            acc += xt[c] * w[W];
+            y[c] = qw_silu(acc);
+            if (W > 0) {
+                memmove(win, win + 1, (size_t)(W - 1) * sizeof(float));
+                win[W - 1] = xt[c];
+            }
+        }
+        float *qv = y, *kv = y + KD, *vv = y + 2 * KD;
+        for (int32_t j = 0; j < Hk; j++) {
+            bd_l2norm(qv + (size_t)j * S, qv + (size_t)j * S, S, hp->eps);
+            bd_l2norm(kv + (size_t)j * S, kv + (size_t)j * S, S, hp->eps);
+        }
+        float *o = s->o + (size_t)t * hp->value_dim;
+        for (int32_t h = 0; h < Hv; h++) {
+            const int32_t kh = h % Hk; /* tiled head broadcast (§1.7 step 6) */
+            const float bt = qw_sigmoid(beta[(size_t)t * Hv + h]);
+            const float g = qw_softplus(alpha[(size_t)t * Hv + h] + dt_bias[h]) * A[h];
+            qw_delta_step(Mt + (size_t)h * S * S, qv + (size_t)kh * S, kv + (size_t)kh * S, vv + (size_t)h * S, g,
+                          bt, o + (size_t)h * S, S, s->delta);
+        }
+        /* Gated RMSNorm per head: normalize, weight, times silu(z). */
+        const float *zt = z + (size_t)t * hp->value_dim;
+        for (int32_t h = 0; h < Hv; h++) {
+            float *oh = o + (size_t)h * S;
+            bd_rmsnorm(oh, oh, L->ssm_norm.data, S, hp->eps);
+            for (int32_t i = 0; i < S; i++) oh[i] *= qw_silu(zt[(size_t)h * S + i]);
+        }
+        if (mem->conv_row && mem->conv_row[(size_t)L->slot * T + t]) {
+            memcpy(mem->conv_row[(size_t)L->slot * T + t], conv, n_conv * sizeof(float));
+            memcpy(mem->ssm_row[(size_t)L->slot * T + t], Mt, n_ssm * sizeof(float));
+        }
+    }
+    blk_matmul(tp, &L->ssm_out, s->o, T, out, s->wbuf);
+}
+
+/* §1.8 SwiGLU: W_down · (silu(W_gate·u) ⊙ W_up·u). */
+static void qw_ffn(const qw_layer *L, qw_scratch *s, bd_threadpool *tp, int32_t T, float *out) {
+    const int64_t n_ff = L->ffn_gate.n_out;
+    blk_matmul(tp, &L->ffn_gate, s->u, T, s->ff_g, s->wbuf);
+    blk_matmul(tp, &L->ffn_up, s->u, T, s->ff_u, s->wbuf);
+    for (int64_t i = 0; i < (int64_t)T * n_ff; i++) s->ff_g[i] = qw_silu(s->ff_g[i]) * s->ff_u[i];
+    blk_matmul(tp, &L->ffn_down, s->ff_g, T, out, s->wbuf);
+}
+
+/* ---- the forward pass (§1.5) ------------------------------------------------------------------------------ */
+
+static void qw_forward(const void *data, void *scratch, bd_threadpool *tp, const bd_fwd_batch *b,
+                       const bd_fwd_memory *mem, float *logits) {
+    const qwen35 *m = data;
+    const qw_hparams *hp = &m->hp;
+    const int32_t T = b->n, E = (int32_t)hp->n_embd;
+    qw_scratch s;
+    qw_carve(m, (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), T, 0, &s);
+
+    /* x = token_embd[tokens] or the given embedding rows */
+    for (int32_t t = 0; t < T; t++) {
+        if (b->embd) memcpy(s.x + (size_t)t * E, b->embd + (size_t)t * E, (size_t)E * sizeof(float));
+        else blk_get_row(&m->tok_embd, b->token[t], s.x + (size_t)t * E);
+    }
+
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const qw_layer *L = &m->layers[il];
+        /* h = x + Mixer(RMSNorm(x)) */
+        for (int32_t t = 0; t < T; t++)
+            bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->attn_norm.data, E, hp->eps);
+        float *mix = s.u; /* mixer output overwrites u after the projections have consumed it */
+        if (L->recurrent) qw_gated_deltanet(m, L, &s, tp, b, mem, mix);
+        else qw_attention(m, L, &s, tp, b, mem, mix);
+        for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += mix[i];
+        /* x = h + FFN(RMSNorm(h)) */
+        for (int32_t t = 0; t < T; t++)
+            bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->post_norm.data, E, hp->eps);
+        qw_ffn(L, &s, tp, T, s.f);
+        for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += s.f[i];
+    }
+
+    /* logits = W_out · RMSNorm(x) for the rows that asked, gathered in their output order (consecutive). */
+    int32_t n_out = 0, first = -1;
+    for (int32_t t = 0; t < T; t++) {
+        if (b->out[t] < 0) continue;
+        if (first < 0) first = b->out[t];
+        bd_rmsnorm(s.u + (size_t)n_out * E, s.x + (size_t)t * E, m->output_norm.data, E, hp->eps);
+        n_out++;
+    }
+    if (n_out) blk_matmul(tp, &m->output, s.u, n_out, logits + (size_t)first * hp->n_vocab, s.wbuf);
+}
+
+static void qw_rerotate_k(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos) {
+    const qwen35 *m = data;
+    const qw_hparams *hp = &m->hp;
+    /* Rotation composes: R(new) = R(new − old)·R(old), per component. */
+    braid_pos d[4];
+    for (int c = 0; c < 4; c++) d[c] = new_pos[c] - old_pos[c];
+    float cs[2 * QW_MAX_ROT_PAIRS];
+    qw_rope_cache(m, d, 1, cs);
+    for (uint32_t j = 0; j < hp->n_head_kv; j++) qw_rope_head(k_row + (size_t)j * hp->head_dim, cs, hp->n_rot);
+}
+
+const bd_arch bd_arch_qwen35 = {
+    .name = "qwen35",
+    .load = qw_load,
+    .free_data = qw_free,
+    .n_embd = qw_n_embd,
+    .hparams_bytes = qw_hparams_bytes,
+    .scratch_size = qw_scratch_size,
+    .forward = qw_forward,
+    .rerotate_k = qw_rerotate_k,
+};
