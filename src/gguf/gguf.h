@@ -121,7 +121,9 @@ BRAID_NODISCARD braid_status gguf_get_str(const gguf_file *f, const char *key, i
 /* An array of strings (e.g. tokenizer.ggml.tokens): *out points at n values of type STRING. */
 BRAID_NODISCARD braid_status gguf_get_str_array(const gguf_file *f, const char *key, int required,
                                                 const gguf_value **items, uint64_t *n);
-/* An integer array converted to int32 (n values written to out, which the caller sizes from gguf_find). */
+/* An integer array (any integer element type, or bool) converted to int32: n values written to out, which the
+ * caller sizes from gguf_find. BRAID_E_RANGE with *n = the count needed if cap is too small; BRAID_E_FORMAT
+ * if v is not an integer array or an element does not fit int32 (out may then be partly written). */
 BRAID_NODISCARD braid_status gguf_array_to_i32(const gguf_value *v, int32_t *out, uint64_t cap, uint64_t *n);
 
 const char *gguf_vtype_name(gguf_vtype t);
