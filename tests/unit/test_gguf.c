@@ -3,7 +3,8 @@
  * (each must fail with BRAID_E_FORMAT and a message naming the problem), allocation-failure injection, and
  * the llama.cpp vocabulary files.
  *
- * `unit_gguf --corpus DIR` also writes the fuzz seed corpus (valid and broken files) into DIR. */
+ * `unit_gguf --corpus DIR` also writes the fuzz seed corpus (valid and broken files) into DIR; the seeds have
+ * no .gguf suffix because .gitignore keeps *.gguf files (models) out of the repository. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -928,9 +929,9 @@ static void write_buf(const char *dir, const char *name, const buf *b) {
 static int write_corpus(const char *dir) {
     char path[512];
     int calls = 0;
-    snprintf(path, sizeof path, "%s/sample_v3.gguf", dir);
+    snprintf(path, sizeof path, "%s/sample_v3", dir);
     if (write_sample(path, 3, 1, &calls) != BRAID_OK) return 1;
-    snprintf(path, sizeof path, "%s/sample_v2_meta.gguf", dir);
+    snprintf(path, sizeof path, "%s/sample_v2_meta", dir);
     if (write_sample(path, 2, 0, &calls) != BRAID_OK) return 1;
     buf b;
     const int64_t ne8[1] = {8}, ne_q[2] = {32, 2};
@@ -940,12 +941,12 @@ static int write_corpus(const char *dir) {
     b_tinfo(&b, "q", 2, ne_q, BRAID_TYPE_Q8_0, 32);
     b_tinfo(&b, "h", 1, ne8, BRAID_TYPE_BF16, 112);
     b_data(&b, 128);
-    write_buf(dir, "three_tensors.gguf", &b);
+    write_buf(dir, "three_tensors", &b);
     b_hdr(&b, 3, 2, 0);
     b_tinfo(&b, "x", 1, ne8, 0, 0);
-    b_tinfo(&b, "y", 1, ne8, 0, 16);
+    b_tinfo(&b, "y", 1, ne8, 0, 0);
     b_data(&b, 64);
-    write_buf(dir, "bad_overlap.gguf", &b);
+    write_buf(dir, "bad_overlap", &b);
     b_hdr(&b, 3, 0, 1);
     b_str(&b, "k");
     b_u32(&b, GGUF_TYPE_ARRAY);
@@ -957,17 +958,17 @@ static int write_corpus(const char *dir) {
     b_u32(&b, GGUF_TYPE_INT32);
     b_u64(&b, 1);
     b_u32(&b, 5);
-    write_buf(dir, "nested.gguf", &b);
+    write_buf(dir, "nested", &b);
     b_hdr(&b, 3, 0, 2);
     b_kv_u32(&b, "a", 1);
     b_kv_u32(&b, "a", 2);
-    write_buf(dir, "bad_dup_key.gguf", &b);
+    write_buf(dir, "bad_dup_key", &b);
     b_hdr(&b, 1, 0, 0);
-    write_buf(dir, "bad_v1.gguf", &b);
+    write_buf(dir, "bad_v1", &b);
     b_hdr(&b, 3, 1, 0);
     b_tinfo(&b, "x", 1, ne8, 0, 32);
     b_data(&b, 40);
-    write_buf(dir, "bad_past_end.gguf", &b);
+    write_buf(dir, "bad_past_end", &b);
     printf("corpus written to %s\n", dir);
     return 0;
 }
