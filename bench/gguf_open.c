@@ -1,11 +1,11 @@
 /* gguf_open.c — how long gguf_open (map + validate everything) takes on a 0.5B-class model file, beside
  * llama.cpp's gguf_init_from_file (metadata only, no_alloc) on the same file.
  *
- *   bench_gguf_open [FILE] [-n RUNS]
+ *   bench_gguf_open [FILE] [-n RUNS] [--keep]
  *
  * Without FILE it writes a synthetic Qwen2.5-0.5B-shaped file (/tmp/braid_bench_gguf_open.gguf, ~1 GB: F16
  * weights, 24 layers, n_embd 896, n_ff 4864, and the real 151936-token vocabulary and merges copied from
- * llama.cpp's ggml-vocab-qwen2.gguf), times it, and deletes it. Times are with the file in the page cache
+ * llama.cpp's ggml-vocab-qwen2.gguf), times it, and deletes it (unless --keep). Times are with the file in the page cache
  * (the open only reads the metadata; tensor bytes are mapped, not touched). */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -92,9 +92,10 @@ struct ll_params {
 
 int main(int argc, char **argv) {
     const char *path = NULL;
-    int runs = 20;
+    int runs = 20, keep = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-n") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--keep")) keep = 1;
         else path = argv[i];
     }
     if (runs < 1) runs = 1;
@@ -160,6 +161,6 @@ int main(int argc, char **argv) {
         dlclose(lib);
     }
     free(ms);
-    if (made) unlink(tmp);
+    if (made && !keep) unlink(tmp);
     return 0;
 }

@@ -90,7 +90,9 @@ typedef struct gguf_file gguf_file;
 
 /* Opens and validates a file (mmap'd, read-only). On success *out owns it; release with gguf_close.
  * Tensor types: any id that gguf_type_block knows is accepted (so any llama.cpp file can be listed); the model
- * loader decides which of them it can compute with (gguf_type_supported). */
+ * loader decides which of them it can compute with (gguf_type_supported). Tensors may be in any order and
+ * leave gaps (llama.cpp insists on consecutive padded offsets); they must be aligned, in the file and
+ * disjoint. As with any mapping, a file truncated by another process while open faults when its data is read. */
 BRAID_NODISCARD braid_status gguf_open(const char *path, gguf_file **out);
 /* Validates a buffer in memory (the caller keeps it alive until gguf_close; it is not copied). */
 BRAID_NODISCARD braid_status gguf_open_memory(const void *data, size_t size, gguf_file **out);

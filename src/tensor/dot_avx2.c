@@ -89,7 +89,7 @@ AVX2 static void to_fp16_act(const float *x, void *dst, int64_t k) {
     for (; i < k; i++) y[i] = bd_fp32_to_fp16(x[i]);
 }
 
-/* ---- block-of-32 dots against Q8_0 ---- */
+/* ---- block-of-32 dots against Q8_0: 8 blocks per step, their scales converted at once ---- */
 
 /* 8 int32 sums of products of 32 signed bytes: |x| as unsigned times y with x's sign, pairwise, then to
  * int32. */
@@ -98,16 +98,37 @@ AVX2 static inline __m256i dot_i8(__m256i x, __m256i y) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
+/* The fp16 scales of 8 consecutive blocks (the first at p, the others stride bytes apart) as 8 floats: one
+ * conversion instead of eight, the halves gathered in general registers. */
+AVX2 static inline __m256 scales8(const uint8_t *p, size_t stride) {
+    uint64_t lo = 0, hi = 0;
+    for (int k = 0; k < 4; k++) {
+        uint16_t a, b;
+        memcpy(&a, p + k * stride, 2);
+        memcpy(&b, p + (k + 4) * stride, 2);
+        lo |= (uint64_t)a << (16 * k);
+        hi |= (uint64_t)b << (16 * k);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* Lane k of v in all 8 lanes. */
+AVX2 static inline __m256 lane(__m256 v, int k) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(k)); }
+
 AVX2 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const bd_block_q8_0 *x = vx, *y = vy;
     const int64_t nb = n / BD_QK8_0;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256i p0 = dot_i8(load32(x[i].qs), load32(y[i].qs));
-        const __m256i p1 = dot_i8(load32(x[i + 1].qs), load32(y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+    for (; i + 8 <= nb; i += 8) {
+        const __m256 d =
+            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y));
+        for (int k = 0; k < 8; k += 2) {
+            const __m256i p0 = dot_i8(load32(x[i + k].qs), load32(y[i + k].qs));
+            const __m256i p1 = dot_i8(load32(x[i + k + 1].qs), load32(y[i + k + 1].qs));
+            acc0 = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p0), acc0);
+            acc1 = _mm256_fmadd_ps(lane(d, k + 1), _mm256_cvtepi32_ps(p1), acc1);
+        }
     }
     for (; i < nb; i++) {
         const __m256i p0 = dot_i8(load32(x[i].qs), load32(y[i].qs));
@@ -116,11 +137,13 @@ AVX2 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
-/* The 32 levels of a Q4_0 block, as signed bytes in element order (low nibbles are elements 0..15). */
-AVX2 static inline __m256i q4_0_levels(const uint8_t *qs) {
+/* sum over a Q4_0 block of (q - 8) * y, as 8 int32 lanes: levels 0..15 (unsigned) times y, minus 8 * y,
+ * both as int16 pair sums (no saturation: 15 * 127 * 2 < 32767). */
+AVX2 static inline __m256i q4_0_dot(const uint8_t *qs, __m256i a) {
     const __m128i b = _mm_loadu_si128((const __m128i *)qs);
-    const __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
-    return _mm256_sub_epi8(_mm256_and_si256(v, _mm256_set1_epi8(0x0F)), _mm256_set1_epi8(8));
+    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+    const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
 AVX2 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
@@ -129,14 +152,18 @@ AVX2 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *
     const int64_t nb = n / BD_QK4_0;
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        const __m256i p0 = dot_i8(q4_0_levels(x[i].qs), load32(y[i].qs));
-        const __m256i p1 = dot_i8(q4_0_levels(x[i + 1].qs), load32(y[i + 1].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+    for (; i + 8 <= nb; i += 8) {
+        const __m256 d =
+            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y));
+        for (int k = 0; k < 8; k += 2) {
+            const __m256i p0 = q4_0_dot(x[i + k].qs, load32(y[i + k].qs));
+            const __m256i p1 = q4_0_dot(x[i + k + 1].qs, load32(y[i + k + 1].qs));
+            acc0 = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p0), acc0);
+            acc1 = _mm256_fmadd_ps(lane(d, k + 1), _mm256_cvtepi32_ps(p1), acc1);
+        }
     }
     for (; i < nb; i++) {
-        const __m256i p0 = dot_i8(q4_0_levels(x[i].qs), load32(y[i].qs));
+        const __m256i p0 = q4_0_dot(x[i].qs, load32(y[i].qs));
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
     }
     *s = hsum_ps(_mm256_add_ps(acc0, acc1));
@@ -144,91 +171,78 @@ AVX2 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *
 
 /* ---- K-quant dots against Q8_K ---- */
 
-/* The 8 six-bit scales and 8 mins of a Q4_K / Q5_K block. */
-static inline void k_scales_mins(const uint8_t *packed, uint8_t sc[8], uint8_t m[8]) {
-    for (int j = 0; j < 8; j++) bd_get_scale_min_k4(j, packed, &sc[j], &m[j]);
+/* Q4_K / Q5_K min term as 8 int32 lanes: bsums (16 groups of 16) times each sub-block's min (two groups). */
+AVX2 static inline __m256i k_min_lanes(uint64_t m, const int16_t *bsums) {
+    const __m128i m8 = _mm_cvtsi64_si128((long long)m);
+    return _mm256_madd_epi16(load32(bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
 }
 
-AVX2 static inline int hsum_epi32(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-    return _mm_cvtsi128_si32(s);
+/* d * y.d and dmin * y.d of a Q4_K / Q5_K block (adjacent halves: one conversion). */
+AVX2 static inline __m128 k_d_dmin(const void *d_dmin, float yd) {
+    uint32_t both;
+    memcpy(&both, d_dmin, sizeof both);
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)both)), _mm_set1_ps(yd));
 }
 
-/* sum over the 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]). */
-AVX2 static inline int k_min_term(const uint8_t m[8], const int16_t *bsums) {
-    const __m256i b = load32(bsums);
-    const __m128i m8 = _mm_loadl_epi64((const __m128i *)m);
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* m0 m0 m1 m1 ... */
-    return hsum_epi32(_mm256_madd_epi16(b, m16));
+/* pshufb patterns: int16 lanes all equal to byte j of a broadcast 8-byte scale vector (scales <= 63, so zero
+ * extension is right). */
+AVX2 static inline __m256i scale_of(__m256i sc8, int j) {
+    return _mm256_shuffle_epi8(sc8, _mm256_set1_epi16((short)(0x8000 | j)));
+}
+
+/* The shared loop of Q4_K and Q5_K (q5: the block has the 5th-bit plane qh before qs). */
+AVX2 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, const bd_block_q8_K *y, int q5) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, xb += xstride) {
+        const uint8_t *q = xb + 4 + BD_K_SCALE_SIZE + (q5 ? BD_QK_K / 8 : 0);
+        const int8_t *a = y[i].qs;
+        uint64_t sc, m;
+        bd_unpack_scales_k4(xb + 4, &sc, &m);
+        const __m256i sc8 = _mm256_set1_epi64x((long long)sc);
+        __m256i hb = q5 ? load32(xb + 4 + BD_K_SCALE_SIZE) : _mm256_setzero_si256(); /* bits 2c, 2c+1: chunk c */
+        __m256i isum0 = _mm256_setzero_si256(), isum1 = isum0;
+        for (int j = 0; j < 8; j += 2, q += 32, a += 64) {
+            const __m256i b = load32(q);
+            __m256i lo = _mm256_and_si256(b, low4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+            if (q5) {
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
+                hb = _mm256_srli_epi16(hb, 2);
+            }
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(a)), scale_of(sc8, j)));
+            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(a + 32)), scale_of(sc8, j + 1)));
+        }
+        const __m128 dd = k_d_dmin(xb, y[i].d);
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
+        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(k_min_lanes(m, y[i].bsums)),
+                               macc);
+    }
+    return hsum_ps(_mm256_sub_ps(acc, macc));
 }
 
 AVX2 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q4_K *x = vx;
-    const bd_block_q8_K *y = vy;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
-    for (int64_t i = 0; i < n / BD_QK_K; i++) {
-        uint8_t sc[8], m[8];
-        k_scales_mins(x[i].scales, sc, m);
-        const uint8_t *q = x[i].qs;
-        const int8_t *a = y[i].qs;
-        __m256i isum = _mm256_setzero_si256();
-        for (int j = 0; j < 8; j += 2, q += 32, a += 64) {
-            const __m256i b = load32(q);
-            const __m256i p0 = _mm256_maddubs_epi16(_mm256_and_si256(b, low4), load32(a));
-            const __m256i p1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(b, 4), low4), load32(a + 32));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[j])));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[j + 1])));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
-        mins += h2f(x[i].dmin) * y[i].d * (float)k_min_term(m, y[i].bsums);
-    }
-    *s = hsum_ps(acc) - mins;
+    *s = dot_k45(n / BD_QK_K, vx, sizeof(bd_block_q4_K), vy, 0);
 }
 
 AVX2 static void dot_q5_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q5_K *x = vx;
-    const bd_block_q8_K *y = vy;
-    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0;
-    for (int64_t i = 0; i < n / BD_QK_K; i++) {
-        uint8_t sc[8], m[8];
-        k_scales_mins(x[i].scales, sc, m);
-        const uint8_t *q = x[i].qs;
-        const int8_t *a = y[i].qs;
-        __m256i hb = load32(x[i].qh); /* bits 2c and 2c+1 are chunk c's; shifted down 2 per chunk */
-        __m256i isum = _mm256_setzero_si256();
-        for (int j = 0; j < 8; j += 2, q += 32, a += 64) {
-            const __m256i b = load32(q);
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(b, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low4),
-                                               _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
-            hb = _mm256_srli_epi16(hb, 2);
-            const __m256i p0 = _mm256_maddubs_epi16(lo, load32(a));
-            const __m256i p1 = _mm256_maddubs_epi16(hi, load32(a + 32));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[j])));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[j + 1])));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
-        mins += h2f(x[i].dmin) * y[i].d * (float)k_min_term(m, y[i].bsums);
-    }
-    *s = hsum_ps(acc) - mins;
+    *s = dot_k45(n / BD_QK_K, vx, sizeof(bd_block_q5_K), vy, 1);
 }
 
 AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const bd_block_q6_K *x = vx;
     const bd_block_q8_K *y = vy;
     const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps(), oacc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / BD_QK_K; i++) {
         const uint8_t *ql = x[i].ql, *qh = x[i].qh;
-        const int8_t *a = y[i].qs, *sc = x[i].scales;
-        __m256i isum = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128, sc += 8) {
+        const int8_t *a = y[i].qs;
+        /* The 16 signed scales in both 128-bit lanes; SC2(k) makes int16 lanes of scale k (low lane) and k+1
+         * (high lane): pshufb copies the byte into both halves of each int16, the arithmetic shift sign-extends. */
+        const __m256i scb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[i].scales));
+#define SC2(k) _mm256_srai_epi16(_mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi8((k) + 1), _mm_set1_epi8(k))), 8)
+        __m256i isum0 = _mm256_setzero_si256(), isum1 = isum0;
+        for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128) {
             const __m256i l0 = load32(ql), l1 = load32(ql + 32), hb = load32(qh);
             /* Levels 0..63: a nibble from ql and two bits from qh moved to bits 4-5. */
             const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two));
@@ -236,21 +250,21 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
             const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two));
             const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), two));
-            /* Each 128-bit half of a product vector is one sub-block of 16: scale pairs (lo, hi). */
-#define SC2(k) _mm256_set_m128i(_mm_set1_epi16(sc[(k) + 1]), _mm_set1_epi16(sc[k]))
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q1, load32(a)), SC2(0)));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q2, load32(a + 32)), SC2(2)));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q3, load32(a + 64)), SC2(4)));
-            isum = _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(q4, load32(a + 96)), SC2(6)));
-#undef SC2
+            /* Each 128-bit half of a product vector is one sub-block of 16. */
+            const int k = 8 * h;
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(q1, load32(a)), SC2(k)));
+            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q2, load32(a + 32)), SC2(k + 2)));
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(q3, load32(a + 64)), SC2(k + 4)));
+            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q4, load32(a + 96)), SC2(k + 6)));
         }
-        /* The -32 offset: 32 * sum_j sc[j] * bsums[j]. */
+#undef SC2
+        const float d = h2f(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
+        /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        const int off = 32 * hsum_epi32(_mm256_madd_epi16(sc16, load32(y[i].bsums)));
-        const __m256i tot = _mm256_sub_epi32(isum, _mm256_setr_epi32(off, 0, 0, 0, 0, 0, 0, 0));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(tot), acc);
+        oacc = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y[i].bsums))), oacc);
     }
-    *s = hsum_ps(acc);
+    *s = hsum_ps(_mm256_sub_ps(acc, oacc));
 }
 
 void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
