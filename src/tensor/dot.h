@@ -7,7 +7,9 @@
  * backend gives (its quantize_row_q8_0 rounds differently from the reference quantizer in types.h; Q8_K is the
  * reference one). The functions are chosen once at start-up for the CPU (AVX-512, AVX2+FMA+F16C, or portable
  * C); every variant gives the same result up to float summation order (quantized dots are exact integer
- * sums within a block), and from_float gives the same bytes at every level.
+ * sums within a block), and from_float gives the same bytes at every level (one exception: for a NaN
+ * activation the F16C/AVX-512 conversion keeps the payload, as ggml's backend does here, while the portable
+ * one gives 0x7e00).
  *
  * Rows: n is a multiple of the weight type's block size (and so of vec_dot_type's: 32 for Q8_0, 256 for
  * Q8_K); rows need only their C types' natural alignment (4 bytes for F32 and Q8_K, 2 for the others: what
