@@ -71,6 +71,14 @@ int main(void) {
                 for (int64_t i = 0; i < n; i++) {
                     xf[i] = scale_w * rnd_normal();
                     yf[i] = scale_a * rnd_normal() * (rep % 5 == 0 && i % 7 == 0 ? 10 : 1);
+                    if (rep == 19) { /* extremes: every level at its end and products of one sign, the worst
+                                        case for 16- and 32-bit integer sums */
+                        xf[i] = (i & 1) ? 1.0f : -1.0f;
+                        yf[i] = (i & 1) ? 3.0f : -3.0f;
+                    } else if (rep == 18) {
+                        xf[i] = (i % 3) ? 2.0f : -2.0f;
+                        yf[i] = -xf[i];
+                    }
                 }
                 /* Rows off the vector alignment: dot.h promises only natural alignment (4 bytes suffices). */
                 uint8_t *xb = xq + 4 * (rep % 7), *yb0 = yq0 + 4 * (rep % 5), *yb = yq + 4 * (rep % 3);
