@@ -543,12 +543,8 @@ braid_status mem_check(const mem *m) {
     }
     if (m->kv) BD_TRY(kv_check(m->kv));
     if (m->rs) {
-        int32_t *lens = bd_mallocn(m->p.n_seq_max, sizeof(int32_t));
-        if (!lens) return bd_error(BRAID_E_NOMEM, "memory: check: out of memory");
-        for (uint32_t s = 0; s < m->p.n_seq_max; s++) lens[s] = m->hist[s].len;
-        braid_status st = rs_check(m->rs, lens);
-        bd_free(lens);
-        BD_TRY(st);
+        for (uint32_t s = 0; s < m->p.n_seq_max; s++) BD_TRY(rs_check_seq(m->rs, (int32_t)s, m->hist[s].len));
+        BD_TRY(rs_check_total(m->rs));
     }
     return BRAID_OK;
 }

@@ -5,6 +5,7 @@
 #define BRAID_MEMORY_MEM_IMPL_H
 
 #include <assert.h>
+#include <stdio.h>
 
 #include "memory/kv.h"
 #include "memory/memory.h"
@@ -118,7 +119,7 @@ braid_status mem_replay_new(mem *m, int kind, int32_t source, int32_t target, in
 
 /* The invariants, asserted after every change in debug builds. */
 #ifndef NDEBUG
-#define MEM_ASSERT_OK(m) assert(mem_check(m) == BRAID_OK)
+#define MEM_ASSERT_OK(m) assert(mem_check(m) == BRAID_OK || (fprintf(stderr, "%s\n", braid_last_error()), 0))
 #else
 #define MEM_ASSERT_OK(m) ((void)0)
 #endif

@@ -245,8 +245,8 @@ braid_status mem_state_load_file(mem *m, int32_t s, uint64_t fingerprint, const 
 
 /* Verifies every invariant (cell reference counts and sequence sets match the lists, order stamps increase
  * along each list, history lengths match, free list complete, checkpoint budget, rollback ranges). Returns
- * BRAID_E_INVALID with the first broken invariant. Tests call it after every operation; debug builds assert
- * it after each operation. */
+ * BRAID_E_INVALID with the first broken invariant. Allocates nothing. Tests call it after every operation;
+ * debug builds assert it after each operation. */
 braid_status mem_check(const mem *m);
 
 #endif

@@ -235,25 +235,26 @@ braid_status rs_ck_plan_ex(const rs_mem *rs, const int32_t *lens, const rs_cand 
     return BRAID_OK;
 }
 
-braid_status rs_check(const rs_mem *rs, const int32_t *lens) {
-    uint64_t total = 0;
-    for (uint32_t s = 0; s < rs->n_seq; s++) {
-        const rs_seq *q = &rs->seq[s];
-        int32_t L = lens[s];
-        if (L > 0 && !q->live) return bd_error(BRAID_E_INVALID, "rs: seq %u has %d inputs but no live state", s, L);
-        if (q->rb_n < 0 || (uint32_t)q->rb_n > rs->n_rollback + 1)
-            return bd_error(BRAID_E_INVALID, "rs: seq %u: %d rollback states", s, q->rb_n);
-        if (q->rb_n > 0 && (q->rb_lo < 0 || q->rb_lo + q->rb_n - 1 >= L))
-            return bd_error(BRAID_E_INVALID, "rs: seq %u: rollback [%d, %d) not below length %d", s, q->rb_lo,
-                            q->rb_lo + q->rb_n, L);
-        for (int32_t i = 0; i < q->n_ck; i++) {
-            if (q->ck[i].idx <= 0 || q->ck[i].idx > L || !q->ck[i].blk)
-                return bd_error(BRAID_E_INVALID, "rs: seq %u: checkpoint %d at index %d (length %d)", s, i, q->ck[i].idx, L);
-            if (i > 0 && q->ck[i - 1].idx >= q->ck[i].idx)
-                return bd_error(BRAID_E_INVALID, "rs: seq %u: checkpoints not ascending", s);
-        }
-        total += (uint64_t)q->n_ck;
+braid_status rs_check_seq(const rs_mem *rs, int32_t s, int32_t L) {
+    const rs_seq *q = &rs->seq[s];
+    if (L > 0 && !q->live) return bd_error(BRAID_E_INVALID, "rs: seq %d has %d inputs but no live state", s, L);
+    if (q->rb_n < 0 || (uint32_t)q->rb_n > rs->n_rollback + 1)
+        return bd_error(BRAID_E_INVALID, "rs: seq %d: %d rollback states", s, q->rb_n);
+    if (q->rb_n > 0 && (q->rb_lo < 0 || q->rb_lo + q->rb_n != L))
+        return bd_error(BRAID_E_INVALID, "rs: seq %d: rollback [%d, %d) does not end at the length %d", s, q->rb_lo,
+                        q->rb_lo + q->rb_n, L);
+    for (int32_t i = 0; i < q->n_ck; i++) {
+        if (q->ck[i].idx <= 0 || q->ck[i].idx > L || !q->ck[i].blk)
+            return bd_error(BRAID_E_INVALID, "rs: seq %d: checkpoint %d at index %d (length %d)", s, i, q->ck[i].idx, L);
+        if (i > 0 && q->ck[i - 1].idx >= q->ck[i].idx)
+            return bd_error(BRAID_E_INVALID, "rs: seq %d: checkpoints not ascending", s);
     }
+    return BRAID_OK;
+}
+
+braid_status rs_check_total(const rs_mem *rs) {
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < rs->n_seq; s++) total += (uint64_t)rs->seq[s].n_ck;
     if (total != rs->n_ck_total) return bd_error(BRAID_E_INVALID, "rs: checkpoint count %llu != %llu",
                                                  (unsigned long long)total, (unsigned long long)rs->n_ck_total);
     if (total > rs->ck_max) return bd_error(BRAID_E_INVALID, "rs: %llu checkpoints over the budget of %llu",

@@ -92,6 +92,8 @@ braid_status rs_ck_plan(const rs_mem *rs, const int32_t *lens, const rs_cand *ca
 braid_status rs_ck_plan_ex(const rs_mem *rs, const int32_t *lens, const rs_cand *cand, int32_t n_cand, int32_t gone,
                            rs_cand *victims, int32_t *n_victims, uint8_t *keep);
 
-braid_status rs_check(const rs_mem *rs, const int32_t *lens);
+/* Invariants of s's states for a sequence of length len (no allocation); rs_check_total after all sequences. */
+braid_status rs_check_seq(const rs_mem *rs, int32_t s, int32_t len);
+braid_status rs_check_total(const rs_mem *rs);
 
 #endif
