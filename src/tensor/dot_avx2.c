@@ -267,6 +267,15 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
     *s = hsum_ps(_mm256_sub_ps(acc, oacc));
 }
 
+BD_DOT_N_LOOP(dot_f32_n, dot_f32)
+BD_DOT_N_LOOP(dot_f16_n, dot_f16)
+BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
+BD_DOT_N_LOOP(dot_q8_0_q8_0_n, dot_q8_0_q8_0)
+BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
+BD_DOT_N_LOOP(dot_q4_K_q8_K_n, dot_q4_K_q8_K)
+BD_DOT_N_LOOP(dot_q5_K_q8_K_n, dot_q5_K_q8_K)
+BD_DOT_N_LOOP(dot_q6_K_q8_K_n, dot_q6_K_q8_K)
+
 void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32;
     t[BD_TYPE_F16].vec_dot = dot_f16;
@@ -277,4 +286,12 @@ void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
     t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
     t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;
+    t[BD_TYPE_F32].vec_dot_n = dot_f32_n;
+    t[BD_TYPE_F16].vec_dot_n = dot_f16_n;
+    t[BD_TYPE_BF16].vec_dot_n = dot_bf16_n;
+    t[BD_TYPE_Q8_0].vec_dot_n = dot_q8_0_q8_0_n;
+    t[BD_TYPE_Q4_0].vec_dot_n = dot_q4_0_q8_0_n;
+    t[BD_TYPE_Q4_K].vec_dot_n = dot_q4_K_q8_K_n;
+    t[BD_TYPE_Q5_K].vec_dot_n = dot_q5_K_q8_K_n;
+    t[BD_TYPE_Q6_K].vec_dot_n = dot_q6_K_q8_K_n;
 }

@@ -15,12 +15,15 @@
 #include <stdint.h>
 
 #include "braid.h"
-#include "gguf/gguf.h"
+
+struct gguf_file; /* gguf/gguf.h (not included here: tests that also include llama.cpp's gguf.h use this file) */
 
 typedef struct tok_vocab tok_vocab;
 
 /* Loads the vocabulary of f. On success *out owns it; release with tok_vocab_free. */
-BRAID_NODISCARD braid_status tok_vocab_load(const gguf_file *f, tok_vocab **out);
+BRAID_NODISCARD braid_status tok_vocab_load(const struct gguf_file *f, tok_vocab **out);
+/* The same from a file path (opened and closed here). */
+BRAID_NODISCARD braid_status tok_vocab_load_file(const char *path, tok_vocab **out);
 void tok_vocab_free(tok_vocab *v);
 
 int32_t tok_n_tokens(const tok_vocab *v);

@@ -87,9 +87,12 @@ static void expect_ok(const buf *b, const char *what) {
 
 static char tmp_dir[256];
 
+/* A path in the test's temporary directory (a few rotating buffers, so two can be held at once). */
 static const char *tmp_path(const char *name) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    static char paths[4][512];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, sizeof paths[0], "%s/%s", tmp_dir, name);
     return path;
 }
 
@@ -990,6 +993,6 @@ int main(int argc, char **argv) {
     test_writer_errors();
     test_cmd();
     test_vocab_files();
-    rmdir(tmp_dir);
+    CHECK(rmdir(tmp_dir) == 0, "every temporary file was removed from %s", tmp_dir);
     TEST_MAIN_END();
 }
