@@ -107,7 +107,7 @@ static int cmd_gguf(int argc, char **argv) {
     if (argc != 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         FILE *o = argc == 2 ? stdout : stderr;
         fprintf(o, "usage: braid gguf FILE\n\nValidates a GGUF file (v2/v3) and prints its version, alignment, "
-                   "metadata, tensors and totals.\nExit status: 0 valid, 1 invalid or unreadable, 2 usage.\n");
+                   "metadata, tensors (offsets are\nfile offsets) and totals.\nExit status: 0 valid, 1 invalid or unreadable, 2 usage.\n");
         return argc == 2 ? 0 : 2;
     }
     gguf_file *f;

@@ -7,7 +7,9 @@
 
 #include "base/alloc.h"
 #include "base/hash.h"
+#include "base/log.h"
 #include "base/status.h"
+#include "tokenizer/vocab.h"
 
 braid_model_params braid_model_default_params(void) {
     braid_model_params p = {.use_mmap = 1, .vocab_only = 0};
@@ -74,7 +76,16 @@ braid_status braid_model_load(const char *path, const braid_model_params *params
     if (st == BRAID_OK && (arch.len == 0 || arch.len >= sizeof m->arch_name))
         st = bd_error(BRAID_E_FORMAT, "general.architecture has a bad length %llu", (unsigned long long)arch.len);
     if (st == BRAID_OK) memcpy(m->arch_name, arch.ptr, arch.len);
-    /* TODO(tokenizer): the vocabulary is loaded here by the tokenizer module. */
+    if (st == BRAID_OK) {
+        /* The tokenizer. A vocab-only load needs it; a full load of a model whose tokenizer type braid does
+         * not support still runs on token ids (the tokenizer calls then report BRAID_E_UNSUPPORTED). */
+        st = tok_vocab_load(m->gguf, &m->vocab);
+        if (st == BRAID_E_UNSUPPORTED && !p.vocab_only) {
+            bd_log(BD_LOG_WARN, "%s; the model is usable with token ids only", braid_last_error());
+            st = BRAID_OK;
+        }
+        if (st == BRAID_OK && m->vocab) m->n_vocab = tok_n_tokens(m->vocab);
+    }
     if (st == BRAID_OK && !p.vocab_only) st = bd_model_load_weights(m);
     if (st != BRAID_OK) {
         braid_model_free(m);
@@ -87,6 +98,7 @@ braid_status braid_model_load(const char *path, const braid_model_params *params
 void braid_model_free(braid_model *m) {
     if (!m) return;
     if (m->arch && m->arch_data) m->arch->free_data(m->arch_data);
+    tok_vocab_free(m->vocab);
     if (m->gguf) gguf_close(m->gguf);
     bd_free(m);
 }

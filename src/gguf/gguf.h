@@ -13,7 +13,12 @@
  *
  * Writer: collect metadata and tensor descriptions, then gguf_writer_write() streams the file; tensor bytes
  * come from a pointer given when the tensor was added, or from a fill callback (so a multi-GB model is never
- * held in memory). */
+ * held in memory).
+ *
+ * Names: gguf_find_tensor and gguf_type_name also exist in llama.cpp's libggml-base with other meanings, and
+ * the GGUF_TYPE_* names match its gguf.h. So this header cannot share a file with llama.cpp's gguf.h/llama.h,
+ * and braid's library is built with hidden visibility so that a program linking both never hands llama.cpp
+ * braid's functions (tests/conformance/test_gguf.c checks it). */
 #ifndef BRAID_GGUF_GGUF_H
 #define BRAID_GGUF_GGUF_H
 
@@ -85,7 +90,9 @@ typedef struct gguf_file gguf_file;
 
 /* Opens and validates a file (mmap'd, read-only). On success *out owns it; release with gguf_close.
  * Tensor types: any id that gguf_type_block knows is accepted (so any llama.cpp file can be listed); the model
- * loader decides which of them it can compute with (gguf_type_supported). */
+ * loader decides which of them it can compute with (gguf_type_supported). Tensors may be in any order and
+ * leave gaps (llama.cpp insists on consecutive padded offsets); they must be aligned, in the file and
+ * disjoint. As with any mapping, a file truncated by another process while open faults when its data is read. */
 BRAID_NODISCARD braid_status gguf_open(const char *path, gguf_file **out);
 /* Validates a buffer in memory (the caller keeps it alive until gguf_close; it is not copied). */
 BRAID_NODISCARD braid_status gguf_open_memory(const void *data, size_t size, gguf_file **out);
@@ -116,7 +123,9 @@ BRAID_NODISCARD braid_status gguf_get_str(const gguf_file *f, const char *key, i
 /* An array of strings (e.g. tokenizer.ggml.tokens): *out points at n values of type STRING. */
 BRAID_NODISCARD braid_status gguf_get_str_array(const gguf_file *f, const char *key, int required,
                                                 const gguf_value **items, uint64_t *n);
-/* An integer array converted to int32 (n values written to out, which the caller sizes from gguf_find). */
+/* An integer array (any integer element type, or bool) converted to int32: n values written to out, which the
+ * caller sizes from gguf_find. BRAID_E_RANGE with *n = the count needed if cap is too small; BRAID_E_FORMAT
+ * if v is not an integer array or an element does not fit int32 (out may then be partly written). */
 BRAID_NODISCARD braid_status gguf_array_to_i32(const gguf_value *v, int32_t *out, uint64_t cap, uint64_t *n);
 
 const char *gguf_vtype_name(gguf_vtype t);

@@ -13,8 +13,8 @@
  * 40 bytes for the 8 bytes of an empty string; that is the worst ratio). Keys and tensor names are indexed in
  * hash tables so that duplicate checks and lookups stay linear on hostile files with millions of entries.
  *
- * Memory: one arena (a chain of blocks) holds the kv and tensor tables, parsed array items, and the
- * NUL-terminated copies of keys and names; gguf_close frees it all at once. */
+ * Memory: the kv and tensor tables grow as entries are parsed; one arena (a chain of blocks) holds parsed
+ * array items and the NUL-terminated copies of keys and names; gguf_close frees it all. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -96,21 +96,26 @@ static void arena_free(arena_block *b) {
 
 /* ---- the file ---------------------------------------------------------------------------------------------- */
 
+/* Open-addressing hash index of names: slots[i] = 0 if empty, else record index + 1; [mask + 1] slots. */
+typedef struct name_index {
+    size_t *slots;
+    size_t mask;
+} name_index;
+
 struct gguf_file {
     const uint8_t *base; /* size bytes: the mapping or the caller's buffer */
     size_t size;
     void *map; /* non-NULL if we mapped it (munmap on close) */
     uint32_t version;
     size_t alignment;
+    size_t alignment_at; /* file offset of general.alignment's value, for messages */
     size_t data_offset;
     size_t n_kv;
-    gguf_kv *kv; /* [n_kv] */
+    gguf_kv *kv; /* [n_kv] (capacity cap_kv while parsing) */
     size_t n_tensors;
-    gguf_tensor *tensors; /* [n_tensors] */
-    size_t *kv_slots;     /* open-addressing index: 0 = empty, else kv index + 1; [kv_mask + 1] */
-    size_t kv_mask;
-    size_t *t_slots; /* same for tensor names */
-    size_t t_mask;
+    gguf_tensor *tensors; /* [n_tensors] (capacity cap_tensors while parsing) */
+    size_t cap_kv, cap_tensors;
+    name_index kv_index, t_index;
     arena_block *arena;
 };
 
@@ -159,32 +164,67 @@ static braid_status rd_str(rd *r, gguf_str *s, const char *what) {
 
 /* ---- hash index of names ----------------------------------------------------------------------------------- */
 
-static size_t slots_for(size_t n) {
-    size_t cap = 16;
-    while (cap < n * 2) cap *= 2; /* n is bounded by size/14, so this cannot overflow */
-    return cap;
-}
-
 static uint64_t name_hash(const char *s, size_t len) { return bd_hash64(s, len, 0x67677566u); }
 
-/* Finds name in the index over names[i] (stride bytes apart, a const char * at the start of each record).
- * Returns the slot where it is or where it would go; *found gets the index + 1 or 0. */
-static size_t index_probe(const size_t *slots, size_t mask, const void *records, size_t stride, const char *name,
-                          size_t len, size_t *found) {
-    size_t h = (size_t)name_hash(name, len) & mask;
+/* The name of record i (each record starts with its const char * name). */
+static const char *record_name(const void *records, size_t stride, size_t i) {
+    return *(const char *const *)((const char *)records + i * stride);
+}
+
+/* Finds name (len bytes) in the index over records. Returns the slot where it is or where it would go;
+ * *found gets the record index + 1, or 0. */
+static size_t index_probe(const name_index *ix, const void *records, size_t stride, const char *name, size_t len,
+                          size_t *found) {
+    *found = 0;
+    if (!ix->slots) return 0; /* nothing inserted yet */
+    size_t h = (size_t)name_hash(name, len) & ix->mask;
     for (;;) {
-        size_t v = slots[h];
+        size_t v = ix->slots[h];
         if (v == 0) {
             *found = 0;
             return h;
         }
-        const char *other = *(const char *const *)((const char *)records + (v - 1) * stride);
+        const char *other = record_name(records, stride, v - 1);
         if (strncmp(other, name, len) == 0 && other[len] == '\0') {
             *found = v;
             return h;
         }
-        h = (h + 1) & mask;
+        h = (h + 1) & ix->mask;
     }
+}
+
+/* Makes room for n entries, keeping the load at most 1/2 (re-hashes the entries already in). 0 on failure. */
+static int index_reserve(name_index *ix, const void *records, size_t stride, size_t n) {
+    size_t cap = 16;
+    while (cap < n * 2) cap *= 2; /* n <= size/14: cannot overflow */
+    if (ix->slots && cap <= ix->mask + 1) return 1;
+    size_t *slots = bd_calloc(cap, sizeof *slots);
+    if (!slots) return 0;
+    for (size_t i = 0; ix->slots && i <= ix->mask; i++) {
+        size_t v = ix->slots[i];
+        if (!v) continue;
+        const char *name = record_name(records, stride, v - 1);
+        size_t h = (size_t)name_hash(name, strlen(name)) & (cap - 1);
+        while (slots[h]) h = (h + 1) & (cap - 1);
+        slots[h] = v;
+    }
+    bd_free(ix->slots);
+    ix->slots = slots;
+    ix->mask = cap - 1;
+    return 1;
+}
+
+/* Grows an array of elem-byte records to hold need entries (doubling, at most max). 0 on failure. */
+static int table_reserve(void **arr, size_t *cap, size_t need, size_t elem, size_t max) {
+    if (need <= *cap) return 1;
+    size_t c = *cap ? *cap * 2 : 64;
+    if (c > max) c = max;
+    if (c < need) c = need;
+    void *p = bd_realloc(*arr, c * elem); /* c <= size/14 and elem < 100: cannot overflow */
+    if (!p) return 0;
+    *arr = p;
+    *cap = c;
+    return 1;
 }
 
 /* ---- values ------------------------------------------------------------------------------------------------ */
@@ -301,21 +341,28 @@ static braid_status copy_name(gguf_file *f, const gguf_str *s, size_t at, const 
 
 /* ---- parsing ----------------------------------------------------------------------------------------------- */
 
-static braid_status parse_kvs(gguf_file *f, rd *r) {
-    for (size_t i = 0; i < f->n_kv; i++) {
+/* The tables grow with what is actually parsed, not with the counts the header claims, so a lying header
+ * cannot make the reader allocate before the bytes that back the entries have been seen. */
+static braid_status parse_kvs(gguf_file *f, rd *r, size_t n_kv) {
+    for (size_t i = 0; i < n_kv; i++) {
+        if (!table_reserve((void **)&f->kv, &f->cap_kv, i + 1, sizeof *f->kv, n_kv) ||
+            !index_reserve(&f->kv_index, f->kv, sizeof *f->kv, i + 1))
+            return bd_error(BRAID_E_NOMEM, "gguf: no memory for %zu keys", i + 1);
         gguf_kv *kv = &f->kv[i];
+        memset(kv, 0, sizeof *kv);
+        f->n_kv = i + 1;
         size_t at = r->pos;
         gguf_str key;
         BD_TRY(rd_str(r, &key, "key"));
         BD_TRY(copy_name(f, &key, at, "key", &kv->key));
-        size_t found, slot = index_probe(f->kv_slots, f->kv_mask, f->kv, sizeof *f->kv, kv->key, (size_t)key.len,
-                                         &found);
+        size_t found, slot = index_probe(&f->kv_index, f->kv, sizeof *f->kv, kv->key, (size_t)key.len, &found);
         if (found)
             return bd_error(BRAID_E_FORMAT, "gguf: duplicate key '%s' at offset %zu (first as key %zu)", kv->key, at,
                             found - 1);
-        f->kv_slots[slot] = i + 1;
+        f->kv_index.slots[slot] = i + 1;
         gguf_vtype t = GGUF_TYPE_UINT8;
         BD_TRY(rd_vtype(r, kv->key, &t, "value type"));
+        if (!strcmp(kv->key, "general.alignment")) f->alignment_at = r->pos;
         BD_TRY(parse_value(f, r, kv->key, t, &kv->value, 0));
     }
     return BRAID_OK;
@@ -326,26 +373,31 @@ static braid_status parse_alignment(gguf_file *f) {
     const gguf_value *v = gguf_find(f, "general.alignment");
     if (!v) return BRAID_OK;
     if (v->type != GGUF_TYPE_UINT32)
-        return bd_error(BRAID_E_FORMAT, "gguf: general.alignment must be u32, not %s", gguf_vtype_name(v->type));
+        return bd_error(BRAID_E_FORMAT, "gguf: general.alignment at offset %zu must be u32, not %s",
+                        f->alignment_at, gguf_vtype_name(v->type));
     if (v->u64 == 0 || (v->u64 & (v->u64 - 1)) != 0)
-        return bd_error(BRAID_E_FORMAT, "gguf: general.alignment %" PRIu64 " is not a nonzero power of two",
-                        v->u64);
+        return bd_error(BRAID_E_FORMAT, "gguf: general.alignment %" PRIu64 " at offset %zu is not a nonzero power "
+                        "of two", v->u64, f->alignment_at);
     f->alignment = (size_t)v->u64;
     return BRAID_OK;
 }
 
-static braid_status parse_tensor_info(gguf_file *f, rd *r, size_t i) {
+static braid_status parse_tensor_info(gguf_file *f, rd *r, size_t i, size_t n_tensors) {
+    if (!table_reserve((void **)&f->tensors, &f->cap_tensors, i + 1, sizeof *f->tensors, n_tensors) ||
+        !index_reserve(&f->t_index, f->tensors, sizeof *f->tensors, i + 1))
+        return bd_error(BRAID_E_NOMEM, "gguf: no memory for %zu tensors", i + 1);
     gguf_tensor *t = &f->tensors[i];
+    memset(t, 0, sizeof *t);
+    f->n_tensors = i + 1;
     size_t at = r->pos;
     gguf_str name;
     BD_TRY(rd_str(r, &name, "tensor name"));
     BD_TRY(copy_name(f, &name, at, "tensor name", &t->name));
-    size_t found, slot = index_probe(f->t_slots, f->t_mask, f->tensors, sizeof *f->tensors, t->name,
-                                     (size_t)name.len, &found);
+    size_t found, slot = index_probe(&f->t_index, f->tensors, sizeof *f->tensors, t->name, (size_t)name.len, &found);
     if (found)
         return bd_error(BRAID_E_FORMAT, "gguf: duplicate tensor name '%s' at offset %zu (first as tensor %zu)",
                         t->name, at, found - 1);
-    f->t_slots[slot] = i + 1;
+    f->t_index.slots[slot] = i + 1;
 
     size_t dims_at = r->pos;
     BD_TRY(rd_u32(r, &t->n_dims, "tensor n_dims"));
@@ -461,25 +513,9 @@ static braid_status parse(gguf_file *f) {
     if (n_tensors > left / MIN_TENSOR_BYTES)
         return bd_error(BRAID_E_FORMAT, "gguf: header declares %" PRIu64 " tensors (offset 8) but only %zu bytes "
                         "remain for them (each takes at least %d)", n_tensors, left, MIN_TENSOR_BYTES);
-    f->n_kv = (size_t)n_kv;
-    f->n_tensors = (size_t)n_tensors;
-
-    /* Counts are bounded by size/14, so these products fit. */
-    f->kv = arena_allocn(&f->arena, f->n_kv ? f->n_kv : 1, sizeof *f->kv);
-    f->tensors = arena_allocn(&f->arena, f->n_tensors ? f->n_tensors : 1, sizeof *f->tensors);
-    size_t kv_cap = slots_for(f->n_kv), t_cap = slots_for(f->n_tensors);
-    f->kv_slots = bd_calloc(kv_cap, sizeof(size_t));
-    f->t_slots = bd_calloc(t_cap, sizeof(size_t));
-    if (!f->kv || !f->tensors || !f->kv_slots || !f->t_slots)
-        return bd_error(BRAID_E_NOMEM, "gguf: no memory for %zu keys and %zu tensors", f->n_kv, f->n_tensors);
-    f->kv_mask = kv_cap - 1;
-    f->t_mask = t_cap - 1;
-    memset(f->kv, 0, f->n_kv * sizeof *f->kv);
-    memset(f->tensors, 0, f->n_tensors * sizeof *f->tensors);
-
-    BD_TRY(parse_kvs(f, &r));
+    BD_TRY(parse_kvs(f, &r, (size_t)n_kv));
     BD_TRY(parse_alignment(f));
-    for (size_t i = 0; i < f->n_tensors; i++) BD_TRY(parse_tensor_info(f, &r, i));
+    for (size_t i = 0; i < (size_t)n_tensors; i++) BD_TRY(parse_tensor_info(f, &r, i, (size_t)n_tensors));
 
     /* The data section starts at the next multiple of the alignment (llama.cpp only pads when there are
      * tensors; a vocabulary-only file may end right after its tensor infos). */
@@ -559,8 +595,10 @@ void gguf_close(gguf_file *f) {
     if (!f) return;
     if (f->map) munmap(f->map, f->size);
     arena_free(f->arena);
-    bd_free(f->kv_slots);
-    bd_free(f->t_slots);
+    bd_free(f->kv);
+    bd_free(f->tensors);
+    bd_free(f->kv_index.slots);
+    bd_free(f->t_index.slots);
     bd_free(f);
 }
 
@@ -579,13 +617,13 @@ const gguf_tensor *gguf_tensor_at(const gguf_file *f, size_t i) { return i < f->
 const gguf_value *gguf_find(const gguf_file *f, const char *key) {
     if (!key) return NULL;
     size_t found;
-    index_probe(f->kv_slots, f->kv_mask, f->kv, sizeof *f->kv, key, strlen(key), &found);
+    index_probe(&f->kv_index, f->kv, sizeof *f->kv, key, strlen(key), &found);
     return found ? &f->kv[found - 1].value : NULL;
 }
 
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name) {
     if (!name) return NULL;
     size_t found;
-    index_probe(f->t_slots, f->t_mask, f->tensors, sizeof *f->tensors, name, strlen(name), &found);
+    index_probe(&f->t_index, f->tensors, sizeof *f->tensors, name, strlen(name), &found);
     return found ? &f->tensors[found - 1] : NULL;
 }

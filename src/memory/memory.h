@@ -77,6 +77,7 @@ typedef struct mem_params {
     uint32_t checkpoint_interval;     /* automatic checkpoint at every multiple of this index (0: off) */
     uint64_t checkpoint_budget_bytes; /* checkpoint blocks of all sequences together */
     uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence (0: off) */
+    uint32_t n_ubatch;                /* rows per ubatch of the replay batches the memory builds (0: 512) */
 } mem_params;
 
 typedef struct mem mem;
@@ -100,8 +101,10 @@ braid_pos mem_seq_next_pos(const mem *m, int32_t s);
  * pointer into m, valid until the next change) and its embedding row (n_embd floats, or NULL). */
 braid_status mem_seq_input(const mem *m, int32_t s, int32_t i, braid_token *token, const braid_pos **pos,
                            const float **embd);
-/* Smallest index after which s's recurrent state also summarizes inputs removed by mem_seq_remove, or -1 if
- * the state is exact (what a fresh decode of the history gives). */
+/* Smallest index after which s's recurrent states are not what a fresh decode of its history would give (they
+ * also summarize inputs removed by mem_seq_remove, or, on a hybrid, were computed before a shift_pos/div_pos
+ * changed positions), or -1 if the state is exact. A truncation to at most this index, or a replay from a state
+ * at most this index, makes it exact again. */
 int32_t mem_seq_approx_from(const mem *m, int32_t s);
 /* Indices of s's checkpoints, ascending (index 0, the zero state, is implicit and not listed). Returns the
  * count; writes at most cap of them. */
@@ -183,11 +186,14 @@ void mem_batch_abort(mem *m, mem_batch *b);
 
 braid_type mem_kv_type(const mem *m);           /* F32 or F16 */
 uint32_t mem_kv_n_cells(const mem *m);          /* n_ctx, or 0 without attention */
+uint32_t mem_kv_n_free(const mem *m);           /* cells no sequence holds */
 void *mem_kv_k(mem *m, uint32_t layer);         /* [n_ctx][n_embd_k[layer]] of mem_kv_type */
 void *mem_kv_v(mem *m, uint32_t layer);         /* [n_ctx][n_embd_v[layer]] */
 size_t mem_kv_k_row_bytes(const mem *m, uint32_t layer);
 size_t mem_kv_v_row_bytes(const mem *m, uint32_t layer);
 const braid_pos *mem_kv_cell_pos(const mem *m, int32_t cell); /* [n_pos_per_token] current positions */
+/* s's cells in input order ([mem_seq_len] ids; valid until the next change), NULL without attention. */
+const int32_t *mem_kv_seq_cells(const mem *m, int32_t s);
 
 /* Re-rotation of stale K rows: for every cell whose K rows were rotated for positions `from` but whose current
  * positions are `to`, calls rotate(user, cell, from, to) (the callback rotates that cell's K rows in every
@@ -239,8 +245,8 @@ braid_status mem_state_load_file(mem *m, int32_t s, uint64_t fingerprint, const 
 
 /* Verifies every invariant (cell reference counts and sequence sets match the lists, order stamps increase
  * along each list, history lengths match, free list complete, checkpoint budget, rollback ranges). Returns
- * BRAID_E_INVALID with the first broken invariant. Tests call it after every operation; debug builds assert
- * it after each operation. */
+ * BRAID_E_INVALID with the first broken invariant. Allocates nothing. Tests call it after every operation;
+ * debug builds assert it after each operation. */
 braid_status mem_check(const mem *m);
 
 #endif

@@ -1,3 +1,297 @@
-/* dot_avx2.c — AVX2 + FMA + F16C dot products (not written yet: the portable ones are used). */
+/* dot_avx2.c — dot products for CPUs with AVX2, FMA and F16C (Haswell and later, Zen).
+ *
+ * Every function carries its own target attribute, so the rest of the build needs no -march and the code is
+ * only reached after dot.c has checked CPUID. The quantized dots use the u8 x s8 multiply-add (maddubs): the
+ * weights' levels are unsigned (nibbles 0..15, Q5_K 0..31, Q6_K 0..63) and the activations are signed; the
+ * constant offsets (Q4_0's -8, Q6_K's -32) come out of the activation sums. Pair sums stay far from int16
+ * saturation (63 * 127 * 2 < 32767). Within a block the sums are exact integers, as in the portable code. */
+#include <immintrin.h>
+#include <string.h>
+
 #include "tensor/dot_impl.h"
-void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) { (void)t; }
+#include "tensor/quant.h"
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+AVX2 static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+AVX2 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* ---- float dots: 4 independent 8-wide FMA chains (the FMA latency is 4 cycles) ---- */
+
+AVX2 static void dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) sum += x[i] * y[i];
+    *s = sum;
+}
+
+AVX2 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+
+AVX2 static void dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16(x + i + 8), load_f16(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16(x + i + 16), load_f16(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16(x + i + 24), load_f16(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) sum += h2f(x[i]) * h2f(y[i]);
+    *s = sum;
+}
+
+AVX2 static inline __m256 load_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+
+AVX2 static void dot_bf16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), a0);
+        a1 = _mm256_fmadd_ps(load_bf16(x + i + 8), load_bf16(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_bf16(x + i + 16), load_bf16(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_bf16(x + i + 24), load_bf16(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), a0);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) sum += bd_bf16_to_fp32(x[i]) * bd_bf16_to_fp32(y[i]);
+    *s = sum;
+}
+
+/* F16 activations with the F16C instruction (round to nearest even, as ggml's CPU backend does). */
+AVX2 static void to_fp16_act(const float *x, void *dst, int64_t k) {
+    uint16_t *y = dst;
+    int64_t i = 0;
+    for (; i + 8 <= k; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < k; i++) y[i] = bd_fp32_to_fp16(x[i]);
+}
+
+/* ---- block-of-32 dots against Q8_0: 8 blocks per step, their scales converted at once ---- */
+
+/* 8 int32 sums of products of 32 signed bytes: |x| as unsigned times y with x's sign, pairwise, then to
+ * int32. */
+AVX2 static inline __m256i dot_i8(__m256i x, __m256i y) {
+    const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* The fp16 scales of 8 consecutive blocks (the first at p, the others stride bytes apart) as 8 floats: one
+ * conversion instead of eight, the halves gathered in general registers. */
+AVX2 static inline __m256 scales8(const uint8_t *p, size_t stride) {
+    uint64_t lo = 0, hi = 0;
+    for (int k = 0; k < 4; k++) {
+        uint16_t a, b;
+        memcpy(&a, p + k * stride, 2);
+        memcpy(&b, p + (k + 4) * stride, 2);
+        lo |= (uint64_t)a << (16 * k);
+        hi |= (uint64_t)b << (16 * k);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* Lane k of v in all 8 lanes. */
+AVX2 static inline __m256 lane(__m256 v, int k) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(k)); }
+
+AVX2 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q8_0 *x = vx, *y = vy;
+    const int64_t nb = n / BD_QK8_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        const __m256 d =
+            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y));
+        for (int k = 0; k < 8; k += 2) {
+            const __m256i p0 = dot_i8(load32(x[i + k].qs), load32(y[i + k].qs));
+            const __m256i p1 = dot_i8(load32(x[i + k + 1].qs), load32(y[i + k + 1].qs));
+            acc0 = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p0), acc0);
+            acc1 = _mm256_fmadd_ps(lane(d, k + 1), _mm256_cvtepi32_ps(p1), acc1);
+        }
+    }
+    for (; i < nb; i++) {
+        const __m256i p0 = dot_i8(load32(x[i].qs), load32(y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* sum over a Q4_0 block of (q - 8) * y, as 8 int32 lanes: levels 0..15 (unsigned) times y, minus 8 * y,
+ * both as int16 pair sums (no saturation: 15 * 127 * 2 < 32767). */
+AVX2 static inline __m256i q4_0_dot(const uint8_t *qs, __m256i a) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+    const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q, a), _mm256_maddubs_epi16(_mm256_set1_epi8(8), a));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+AVX2 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q4_0 *x = vx;
+    const bd_block_q8_0 *y = vy;
+    const int64_t nb = n / BD_QK4_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        const __m256 d =
+            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y));
+        for (int k = 0; k < 8; k += 2) {
+            const __m256i p0 = q4_0_dot(x[i + k].qs, load32(y[i + k].qs));
+            const __m256i p1 = q4_0_dot(x[i + k + 1].qs, load32(y[i + k + 1].qs));
+            acc0 = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p0), acc0);
+            acc1 = _mm256_fmadd_ps(lane(d, k + 1), _mm256_cvtepi32_ps(p1), acc1);
+        }
+    }
+    for (; i < nb; i++) {
+        const __m256i p0 = q4_0_dot(x[i].qs, load32(y[i].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
+    }
+    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* ---- K-quant dots against Q8_K ---- */
+
+/* Q4_K / Q5_K min term as 8 int32 lanes: bsums (16 groups of 16) times each sub-block's min (two groups). */
+AVX2 static inline __m256i k_min_lanes(uint64_t m, const int16_t *bsums) {
+    const __m128i m8 = _mm_cvtsi64_si128((long long)m);
+    return _mm256_madd_epi16(load32(bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
+}
+
+/* d * y.d and dmin * y.d of a Q4_K / Q5_K block (adjacent halves: one conversion). */
+AVX2 static inline __m128 k_d_dmin(const void *d_dmin, float yd) {
+    uint32_t both;
+    memcpy(&both, d_dmin, sizeof both);
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)both)), _mm_set1_ps(yd));
+}
+
+/* pshufb patterns: int16 lanes all equal to byte j of a broadcast 8-byte scale vector (scales <= 63, so zero
+ * extension is right). */
+AVX2 static inline __m256i scale_of(__m256i sc8, int j) {
+    return _mm256_shuffle_epi8(sc8, _mm256_set1_epi16((short)(0x8000 | j)));
+}
+
+/* The shared loop of Q4_K and Q5_K (q5: the block has the 5th-bit plane qh before qs). */
+AVX2 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, const bd_block_q8_K *y, int q5) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
+    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, xb += xstride) {
+        const uint8_t *q = xb + 4 + BD_K_SCALE_SIZE + (q5 ? BD_QK_K / 8 : 0);
+        const int8_t *a = y[i].qs;
+        uint64_t sc, m;
+        bd_unpack_scales_k4(xb + 4, &sc, &m);
+        const __m256i sc8 = _mm256_set1_epi64x((long long)sc);
+        __m256i hb = q5 ? load32(xb + 4 + BD_K_SCALE_SIZE) : _mm256_setzero_si256(); /* bits 2c, 2c+1: chunk c */
+        __m256i isum0 = _mm256_setzero_si256(), isum1 = isum0;
+        for (int j = 0; j < 8; j += 2, q += 32, a += 64) {
+            const __m256i b = load32(q);
+            __m256i lo = _mm256_and_si256(b, low4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+            if (q5) {
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
+                hb = _mm256_srli_epi16(hb, 2);
+            }
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(a)), scale_of(sc8, j)));
+            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(a + 32)), scale_of(sc8, j + 1)));
+        }
+        const __m128 dd = k_d_dmin(xb, y[i].d);
+        acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
+        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(k_min_lanes(m, y[i].bsums)),
+                               macc);
+    }
+    return hsum_ps(_mm256_sub_ps(acc, macc));
+}
+
+AVX2 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = dot_k45(n / BD_QK_K, vx, sizeof(bd_block_q4_K), vy, 0);
+}
+
+AVX2 static void dot_q5_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = dot_k45(n / BD_QK_K, vx, sizeof(bd_block_q5_K), vy, 1);
+}
+
+AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q6_K *x = vx;
+    const bd_block_q8_K *y = vy;
+    const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
+    __m256 acc = _mm256_setzero_ps(), oacc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / BD_QK_K; i++) {
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const int8_t *a = y[i].qs;
+        /* The 16 signed scales in both 128-bit lanes; SC2(k) makes int16 lanes of scale k (low lane) and k+1
+         * (high lane): pshufb copies the byte into both halves of each int16, the arithmetic shift sign-extends. */
+        const __m256i scb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[i].scales));
+#define SC2(k) _mm256_srai_epi16(_mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi8((k) + 1), _mm_set1_epi8(k))), 8)
+        __m256i isum0 = _mm256_setzero_si256(), isum1 = isum0;
+        for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128) {
+            const __m256i l0 = load32(ql), l1 = load32(ql + 32), hb = load32(qh);
+            /* Levels 0..63: a nibble from ql and two bits from qh moved to bits 4-5. */
+            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two));
+            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two));
+            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two));
+            const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+                                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), two));
+            /* Each 128-bit half of a product vector is one sub-block of 16. */
+            const int k = 8 * h;
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(q1, load32(a)), SC2(k)));
+            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q2, load32(a + 32)), SC2(k + 2)));
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(q3, load32(a + 64)), SC2(k + 4)));
+            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q4, load32(a + 96)), SC2(k + 6)));
+        }
+#undef SC2
+        const float d = h2f(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
+        /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        oacc = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y[i].bsums))), oacc);
+    }
+    *s = hsum_ps(_mm256_sub_ps(acc, oacc));
+}
+
+BD_DOT_N_LOOP(dot_f32_n, dot_f32)
+BD_DOT_N_LOOP(dot_f16_n, dot_f16)
+BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
+BD_DOT_N_LOOP(dot_q8_0_q8_0_n, dot_q8_0_q8_0)
+BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
+BD_DOT_N_LOOP(dot_q4_K_q8_K_n, dot_q4_K_q8_K)
+BD_DOT_N_LOOP(dot_q5_K_q8_K_n, dot_q5_K_q8_K)
+BD_DOT_N_LOOP(dot_q6_K_q8_K_n, dot_q6_K_q8_K)
+
+void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
+    t[BD_TYPE_F32].vec_dot = dot_f32;
+    t[BD_TYPE_F16].vec_dot = dot_f16;
+    t[BD_TYPE_F16].from_float = to_fp16_act;
+    t[BD_TYPE_BF16].vec_dot = dot_bf16;
+    t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0;
+    t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0;
+    t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
+    t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
+    t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;
+    t[BD_TYPE_F32].vec_dot_n = dot_f32_n;
+    t[BD_TYPE_F16].vec_dot_n = dot_f16_n;
+    t[BD_TYPE_BF16].vec_dot_n = dot_bf16_n;
+    t[BD_TYPE_Q8_0].vec_dot_n = dot_q8_0_q8_0_n;
+    t[BD_TYPE_Q4_0].vec_dot_n = dot_q4_0_q8_0_n;
+    t[BD_TYPE_Q4_K].vec_dot_n = dot_q4_K_q8_K_n;
+    t[BD_TYPE_Q5_K].vec_dot_n = dot_q5_K_q8_K_n;
+    t[BD_TYPE_Q6_K].vec_dot_n = dot_q6_K_q8_K_n;
+}

@@ -1,3 +1,440 @@
-/* dot_avx512.c — AVX-512 (F, BW, VL, VNNI, BF16) dot products (not written yet: lower levels are used). */
+/* dot_avx512.c — dot products for CPUs with AVX-512 F, BW, VL and VNNI (Ice Lake, Sapphire Rapids, Zen 4);
+ * the BF16 dot also uses AVX512_BF16 when present.
+ *
+ * Each function carries its own target attribute (dot.c has checked CPUID first). The quantized dots work on
+ * 512-bit vectors holding two 32-element sub-blocks (or two Q8_0 blocks): VNNI's u8 x s8 -> s32 (vpdpbusd)
+ * for the blocks of 32, and u8 x s8 -> s16 pairs (vpmaddubsw) followed by VNNI's s16 x s16 -> s32 (vpdpwssd)
+ * with the sub-block scales for the K-quants, so no int32 multiply is needed. Constant offsets and K-quant
+ * mins are taken from the activation sums and accumulated as vectors (no horizontal sum per block). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "tensor/cpu.h"
 #include "tensor/dot_impl.h"
-void bd_dot_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) { (void)t; }
+#include "tensor/quant.h"
+
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")))
+
+AVX512 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+AVX512 static inline __m512i load64(const void *p) { return _mm512_loadu_si512(p); }
+AVX512 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* Two 32-byte pieces as one 512-bit vector (lo in the low half). */
+AVX512 static inline __m512i join(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+AVX512 static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- float dots: 4 independent 16-wide FMA chains ---- */
+
+AVX512 static void dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
+    const float *x = vx, *y = vy;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
+    if (i < n) { /* masked tail: the unused lanes load as 0 */
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i), a1);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+AVX512 static inline __m512 load_f16(const uint16_t *p) { return _mm512_cvtph_ps(load32(p)); }
+
+AVX512 static void dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
+        a1 = _mm512_fmadd_ps(load_f16(x + i + 16), load_f16(y + i + 16), a1);
+        a2 = _mm512_fmadd_ps(load_f16(x + i + 32), load_f16(y + i + 32), a2);
+        a3 = _mm512_fmadd_ps(load_f16(x + i + 48), load_f16(y + i + 48), a3);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, x + i)),
+                             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, y + i)), a1);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+AVX512 static inline __m512 bf16_widen(__m256i v) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
+AVX512 static void dot_bf16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_fmadd_ps(bf16_widen(load32(x + i)), bf16_widen(load32(y + i)), a0);
+        a1 = _mm512_fmadd_ps(bf16_widen(load32(x + i + 16)), bf16_widen(load32(y + i + 16)), a1);
+        a2 = _mm512_fmadd_ps(bf16_widen(load32(x + i + 32)), bf16_widen(load32(y + i + 32)), a2);
+        a3 = _mm512_fmadd_ps(bf16_widen(load32(x + i + 48)), bf16_widen(load32(y + i + 48)), a3);
+    }
+    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(bf16_widen(load32(x + i)), bf16_widen(load32(y + i)), a0);
+    if (i < n) {
+        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        a1 = _mm512_fmadd_ps(bf16_widen(_mm256_maskz_loadu_epi16(k, x + i)),
+                             bf16_widen(_mm256_maskz_loadu_epi16(k, y + i)), a1);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+/* With AVX512_BF16: vdpbf16ps multiplies bf16 pairs exactly and adds them in fp32 (as ggml's backend does on
+ * this CPU). It treats bf16 subnormals (< 1.2e-38) as zero, which the widening version above does not. */
+AVX512BF16 static void dot_bf16_native(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        a0 = _mm512_dpbf16_ps(a0, (__m512bh)load64(x + i), (__m512bh)load64(y + i));
+        a1 = _mm512_dpbf16_ps(a1, (__m512bh)load64(x + i + 32), (__m512bh)load64(y + i + 32));
+        a2 = _mm512_dpbf16_ps(a2, (__m512bh)load64(x + i + 64), (__m512bh)load64(y + i + 64));
+        a3 = _mm512_dpbf16_ps(a3, (__m512bh)load64(x + i + 96), (__m512bh)load64(y + i + 96));
+    }
+    for (; i + 32 <= n; i += 32) a0 = _mm512_dpbf16_ps(a0, (__m512bh)load64(x + i), (__m512bh)load64(y + i));
+    if (i < n) {
+        const __mmask32 k = (__mmask32)((1ull << (n - i)) - 1);
+        a1 = _mm512_dpbf16_ps(a1, (__m512bh)_mm512_maskz_loadu_epi16(k, x + i),
+                              (__m512bh)_mm512_maskz_loadu_epi16(k, y + i));
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+/* F16 activations with the hardware conversion (round to nearest even, as ggml's CPU backend). */
+AVX512 static void to_fp16_act(const float *x, void *dst, int64_t k) {
+    uint16_t *y = dst;
+    int64_t i = 0;
+    for (; i + 16 <= k; i += 16)
+        _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < k; i++) y[i] = bd_fp32_to_fp16(x[i]);
+}
+
+/* ---- blocks of 32 against Q8_0: two blocks per vector, scales converted 8 at a time ---- */
+
+/* The fp16 scales of 8 consecutive blocks (the first at p, the others stride bytes apart) as 8 floats: one
+ * conversion instead of eight, the halves gathered in general registers. */
+AVX512 static inline __m256 scales8(const uint8_t *p, size_t stride) {
+    uint64_t lo = 0, hi = 0;
+    for (int k = 0; k < 4; k++) {
+        uint16_t a, b;
+        memcpy(&a, p + k * stride, 2);
+        memcpy(&b, p + (k + 4) * stride, 2);
+        lo |= (uint64_t)a << (16 * k);
+        hi |= (uint64_t)b << (16 * k);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* vpermps indices putting scale 0 in lanes 0..7 and scale 1 in lanes 8..15; add 2 for the next pair. */
+AVX512 static inline __m512i pair_index0(void) {
+    return _mm512_mask_blend_epi32(0xFF00, _mm512_setzero_si512(), _mm512_set1_epi32(1));
+}
+
+/* One block (the tails): 8 int32 lanes of sums of signed byte products. */
+AVX512 static inline __m256i dot_i8_block(__m256i x, __m256i y) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+#define INLINE __attribute__((always_inline)) inline
+
+/* Q8_0 weights against ny Q8_0 activation rows (y + j*by): weight levels, their signs and scales are read once
+ * per 8 blocks and used for every row, each row computed exactly as with ny = 1. */
+AVX512 static INLINE void dot_q8_0_n(int64_t n, const bd_block_q8_0 *x, const uint8_t *yb, size_t by, int ny, float *s,
+                                     size_t bs) {
+    const int64_t nb = n / BD_QK8_0;
+    const __m512i two = _mm512_set1_epi32(2);
+    __m512 acc0[BD_DOT_MAX_NY], acc1[BD_DOT_MAX_NY];
+    for (int j = 0; j < ny; j++) acc0[j] = acc1[j] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        const __m256 xd = scales8((const uint8_t *)&x[i].d, sizeof *x);
+        __m512i ax[4];
+        __mmask64 neg[4];
+        for (int p = 0; p < 4; p++) {
+            const __m512i xv = join(load32(x[i + 2 * p].qs), load32(x[i + 2 * p + 1].qs));
+            ax[p] = _mm512_abs_epi8(xv);
+            neg[p] = _mm512_movepi8_mask(xv);
+        }
+        for (int j = 0; j < ny; j++) {
+            const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by);
+            const __m512 d = _mm512_castps256_ps512(_mm256_mul_ps(xd, scales8((const uint8_t *)&y[i].d, sizeof *y)));
+            __m512i idx = pair_index0();
+            for (int p = 0; p < 4; p++, idx = _mm512_add_epi32(idx, two)) {
+                const __m512i yv = join(load32(y[i + 2 * p].qs), load32(y[i + 2 * p + 1].qs));
+                /* |x| (unsigned) times y carrying x's sign, 4 products per 32-bit lane. */
+                const __m512i sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
+                const __m512i prod = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax[p], sy);
+                const __m512 sc = _mm512_permutexvar_ps(idx, d);
+                if (p & 1) {
+                    acc1[j] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc1[j]);
+                } else {
+                    acc0[j] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc0[j]);
+                }
+            }
+        }
+    }
+    for (int j = 0; j < ny; j++) {
+        const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by);
+        __m256 tail = _mm256_setzero_ps();
+        for (int64_t t = i; t < nb; t++) {
+            const __m256i p = dot_i8_block(load32(x[t].qs), load32(y[t].qs));
+            tail = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[t].d) * h2f(y[t].d)), _mm256_cvtepi32_ps(p), tail);
+        }
+        s[j * bs] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j])) + hsum256(tail);
+    }
+}
+
+AVX512 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    dot_q8_0_n(n, vx, vy, 0, 1, s, 0);
+}
+
+/* ny in 1..BD_DOT_MAX_NY: each count is its own unrolled instance. */
+#define DOT_N_SWITCH(call_with_ny)                                                                              \
+    switch (ny) {                                                                                               \
+    case 1: call_with_ny(1); break;                                                                             \
+    case 2: call_with_ny(2); break;                                                                             \
+    case 3: call_with_ny(3); break;                                                                             \
+    default: call_with_ny(4); break;                                                                            \
+    }
+
+AVX512 static void dot_q8_0_q8_0_n(int64_t n, float *s, size_t bs, const void *vx, const void *vy, size_t by, int ny) {
+#define CALL(k) dot_q8_0_n(n, vx, vy, by, k, s, bs)
+    DOT_N_SWITCH(CALL)
+#undef CALL
+}
+
+AVX512 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q4_0 *x = vx;
+    const bd_block_q8_0 *y = vy;
+    const int64_t nb = n / BD_QK4_0;
+    const __m512i low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), two = _mm512_set1_epi32(2);
+    /* vpermt2q indices: from 4 blocks' low nibbles (lo) and high nibbles (hi), 16 bytes per block each, make
+     * two blocks in element order: lo0 hi0 lo1 hi1, then lo2 hi2 lo3 hi3. */
+    const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+    const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    int64_t i = 0;
+    for (; i + 8 <= nb; i += 8) {
+        const __m512 d = _mm512_castps256_ps512(
+            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y)));
+        __m512i idx = pair_index0();
+        for (int g = 0; g < 8; g += 4) {
+            __m512i b = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[i + g].qs));
+            b = _mm512_inserti32x4(b, _mm_loadu_si128((const __m128i *)x[i + g + 1].qs), 1);
+            b = _mm512_inserti32x4(b, _mm_loadu_si128((const __m128i *)x[i + g + 2].qs), 2);
+            b = _mm512_inserti32x4(b, _mm_loadu_si128((const __m128i *)x[i + g + 3].qs), 3);
+            const __m512i lo = _mm512_and_si512(b, low4), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+            for (int p = 0; p < 4; p += 2, idx = _mm512_add_epi32(idx, two)) {
+                const __m512i q = _mm512_permutex2var_epi64(lo, p ? second : first, hi);
+                const __m512i a = join(load32(y[i + g + p].qs), load32(y[i + g + p + 1].qs));
+                /* sum (q - 8) * y = sum q * y - sum 8 * y: both unsigned x signed. */
+                const __m512i prod = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a),
+                                                      _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, a));
+                const __m512 sc = _mm512_permutexvar_ps(idx, d);
+                if (p) {
+                    acc1 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc1);
+                } else {
+                    acc0 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc0);
+                }
+            }
+        }
+    }
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    for (; i < nb; i++) {
+        int isum = 0;
+        for (int j = 0; j < BD_QK4_0 / 2; j++)
+            isum += ((x[i].qs[j] & 0xF) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + BD_QK4_0 / 2];
+        sum += (float)isum * (h2f(x[i].d) * h2f(y[i].d));
+    }
+    *s = sum;
+}
+
+/* ---- K-quants against Q8_K ---- */
+
+/* Per block, the 8 sub-block scales as int16 lanes (for vpermw). */
+AVX512 static inline __m512i k_scales16(uint64_t sc) {
+    return _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+}
+
+/* The 64 four-bit levels of chunk c (sub-blocks 2c and 2c+1) of a Q4_K / Q5_K block, in element order: the 32
+ * bytes are loaded into both halves (a load-port broadcast) and the high half shifted down by 4. */
+AVX512 static inline __m512i k_nibbles(const uint8_t *q, __m512i shift, __m512i low4) {
+    return _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(q)), shift), low4);
+}
+
+/* The shared loop of Q4_K and Q5_K (q5: the block has the 5th-bit plane qh before qs), for ny activation
+ * rows (y + j*by) at once: the weights are decoded once per block and used ny times. Each row's arithmetic is
+ * the same whatever ny, so the results are bit-identical to ny single calls. */
+AVX512 static INLINE void dot_k45_n(int64_t nb, const uint8_t *xb, size_t xstride, const uint8_t *yb, size_t by,
+                                    int ny, float *s, size_t bs, int q5) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
+    const __m512i shift = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(4));
+    /* vpermw indices: scale 2c in lanes 0..15, 2c+1 in lanes 16..31, for the 4 chunks c of 64 levels. */
+    const __m512i idx0 = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(1));
+    const __m512i idx1 = _mm512_add_epi16(idx0, _mm512_set1_epi16(2));
+    const __m512i idx2 = _mm512_add_epi16(idx0, _mm512_set1_epi16(4));
+    const __m512i idx3 = _mm512_add_epi16(idx0, _mm512_set1_epi16(6));
+    const __m512i bit0 = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull, _mm512_set1_epi8(1), _mm512_set1_epi8(2));
+    __m512 acc[BD_DOT_MAX_NY];
+    __m256 macc[BD_DOT_MAX_NY];
+    for (int j = 0; j < ny; j++) acc[j] = _mm512_setzero_ps(), macc[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++, xb += xstride) {
+        /* Both layouts start with d, dmin, scales[12]; Q5_K then has qh[32] before qs. */
+        const uint8_t *q = xb + 4 + BD_K_SCALE_SIZE + (q5 ? BD_QK_K / 8 : 0);
+        uint64_t sc, m;
+        bd_unpack_scales_k4(xb + 4, &sc, &m);
+        const __m512i sc16 = k_scales16(sc);
+        const __m512i s0 = _mm512_permutexvar_epi16(idx0, sc16), s1 = _mm512_permutexvar_epi16(idx1, sc16);
+        const __m512i s2 = _mm512_permutexvar_epi16(idx2, sc16), s3 = _mm512_permutexvar_epi16(idx3, sc16);
+        __m512i l0 = k_nibbles(q, shift, low4), l1 = k_nibbles(q + 32, shift, low4);
+        __m512i l2 = k_nibbles(q + 64, shift, low4), l3 = k_nibbles(q + 96, shift, low4);
+        if (q5) {
+            /* The 5th bit of sub-block j is bit j of the qh byte at the level's position. */
+            const __m512i hh = _mm512_broadcast_i64x4(load32(xb + 4 + BD_K_SCALE_SIZE));
+            const __m512i bit1 = _mm512_slli_epi16(bit0, 2), bit2 = _mm512_slli_epi16(bit0, 4);
+            const __m512i bit3 = _mm512_slli_epi16(bit0, 6);
+            l0 = _mm512_mask_add_epi8(l0, _mm512_test_epi8_mask(hh, bit0), l0, sixteen);
+            l1 = _mm512_mask_add_epi8(l1, _mm512_test_epi8_mask(hh, bit1), l1, sixteen);
+            l2 = _mm512_mask_add_epi8(l2, _mm512_test_epi8_mask(hh, bit2), l2, sixteen);
+            l3 = _mm512_mask_add_epi8(l3, _mm512_test_epi8_mask(hh, bit3), l3, sixteen);
+        }
+        uint32_t d_dmin;
+        memcpy(&d_dmin, xb, sizeof d_dmin);
+        const __m128 xdd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)); /* d and dmin are adjacent halves */
+        const __m128i m8 = _mm_cvtsi64_si128((long long)m);
+        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each min twice: 2 groups of 16 */
+        for (int j = 0; j < ny; j++) {
+            const bd_block_q8_K *y = (const bd_block_q8_K *)(yb + (size_t)j * by) + i;
+            const int8_t *a = y->qs;
+            /* Two accumulation chains, to halve the dependency on vpdpwssd's latency. */
+            __m512i t0 = _mm512_madd_epi16(_mm512_maddubs_epi16(l0, load64(a)), s0);
+            __m512i t1 = _mm512_madd_epi16(_mm512_maddubs_epi16(l1, load64(a + 64)), s1);
+            t0 = _mm512_dpwssd_epi32(t0, _mm512_maddubs_epi16(l2, load64(a + 128)), s2);
+            t1 = _mm512_dpwssd_epi32(t1, _mm512_maddubs_epi16(l3, load64(a + 192)), s3);
+            const __m128 dd = _mm_mul_ps(xdd, _mm_set1_ps(y->d));
+            acc[j] = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(t0, t1)), acc[j]);
+            macc[j] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(load32(y->bsums), m16)), macc[j]);
+        }
+    }
+    for (int j = 0; j < ny; j++) s[j * bs] = _mm512_reduce_add_ps(acc[j]) - hsum256(macc[j]);
+}
+
+AVX512 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    dot_k45_n(n / BD_QK_K, vx, sizeof(bd_block_q4_K), vy, 0, 1, s, 0, 0);
+}
+
+AVX512 static void dot_q5_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    dot_k45_n(n / BD_QK_K, vx, sizeof(bd_block_q5_K), vy, 0, 1, s, 0, 1);
+}
+
+AVX512 static void dot_q4_K_q8_K_n(int64_t n, float *s, size_t bs, const void *vx, const void *vy, size_t by, int ny) {
+#define CALL(k) dot_k45_n(n / BD_QK_K, vx, sizeof(bd_block_q4_K), vy, by, k, s, bs, 0)
+    DOT_N_SWITCH(CALL)
+#undef CALL
+}
+
+AVX512 static void dot_q5_K_q8_K_n(int64_t n, float *s, size_t bs, const void *vx, const void *vy, size_t by, int ny) {
+#define CALL(k) dot_k45_n(n / BD_QK_K, vx, sizeof(bd_block_q5_K), vy, by, k, s, bs, 1)
+    DOT_N_SWITCH(CALL)
+#undef CALL
+}
+
+AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const uint8_t *yb, size_t by, int ny, float *s,
+                                     size_t bs) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+    /* vpermw indices spreading 4 scales over 32 int16 lanes, 8 each (the sub-blocks of 16 of 64 levels). */
+    const __m512i spread0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,
+                                             0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i four = _mm512_set1_epi16(4);
+    const __m512i shift2 = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(2));
+    __m512 acc[BD_DOT_MAX_NY];
+    __m256 oacc[BD_DOT_MAX_NY];
+    for (int j = 0; j < ny; j++) acc[j] = _mm512_setzero_ps(), oacc[j] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / BD_QK_K; i++) {
+        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        const __m512i scz = _mm512_castsi256_si512(sc16);
+        __m512i lv[4], sv[4]; /* levels 0..63 and scale lanes for the 4 runs of 64 levels */
+        __m512i idx = spread0;
+        for (int h = 0; h < 2; h++, ql += 64, qh += 32) {
+            const __m512i l = load64(ql);
+            /* Low half: qh bits 0-1 (levels 0..31 of this half); high half: bits 2-3 (levels 32..63). Bits 4-5
+             * of the same vector are those of levels 64..95 and 96..127. */
+            const __m512i hz = _mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(qh)), shift2);
+            lv[2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), top2));
+            lv[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_and_si512(hz, top2));
+            sv[2 * h] = _mm512_permutexvar_epi16(idx, scz);
+            idx = _mm512_add_epi16(idx, four);
+            sv[2 * h + 1] = _mm512_permutexvar_epi16(idx, scz);
+            idx = _mm512_add_epi16(idx, four);
+        }
+        const float xd = h2f(x[i].d);
+        for (int j = 0; j < ny; j++) {
+            const bd_block_q8_K *y = (const bd_block_q8_K *)(yb + (size_t)j * by) + i;
+            const int8_t *a = y->qs;
+            __m512i isum = _mm512_setzero_si512();
+            for (int r = 0; r < 4; r++)
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lv[r], load64(a + 64 * r)), sv[r]);
+            const float d = xd * y->d;
+            acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(isum), acc[j]);
+            /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
+            oacc[j] = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y->bsums))),
+                                      oacc[j]);
+        }
+    }
+    for (int j = 0; j < ny; j++) s[j * bs] = _mm512_reduce_add_ps(acc[j]) - hsum256(oacc[j]);
+}
+
+AVX512 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    dot_q6_K_n(n, vx, vy, 0, 1, s, 0);
+}
+
+AVX512 static void dot_q6_K_q8_K_n(int64_t n, float *s, size_t bs, const void *vx, const void *vy, size_t by, int ny) {
+#define CALL(k) dot_q6_K_n(n, vx, vy, by, k, s, bs)
+    DOT_N_SWITCH(CALL)
+#undef CALL
+}
+
+BD_DOT_N_LOOP(dot_f32_n, dot_f32)
+BD_DOT_N_LOOP(dot_f16_n, dot_f16)
+BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
+BD_DOT_N_LOOP(dot_bf16_native_n, dot_bf16_native)
+BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
+
+void bd_dot_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
+    t[BD_TYPE_F32].vec_dot = dot_f32;
+    t[BD_TYPE_F16].vec_dot = dot_f16;
+    t[BD_TYPE_F16].from_float = to_fp16_act;
+    t[BD_TYPE_BF16].vec_dot = bd_cpu_get()->avx512bf16 ? dot_bf16_native : dot_bf16;
+    t[BD_TYPE_BF16].vec_dot_n = bd_cpu_get()->avx512bf16 ? dot_bf16_native_n : dot_bf16_n;
+    t[BD_TYPE_F32].vec_dot_n = dot_f32_n;
+    t[BD_TYPE_F16].vec_dot_n = dot_f16_n;
+    t[BD_TYPE_Q8_0].vec_dot_n = dot_q8_0_q8_0_n;
+    t[BD_TYPE_Q4_0].vec_dot_n = dot_q4_0_q8_0_n;
+    t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0;
+    t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0;
+    t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
+    t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
+    t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;
+    t[BD_TYPE_Q4_K].vec_dot_n = dot_q4_K_q8_K_n;
+    t[BD_TYPE_Q5_K].vec_dot_n = dot_q5_K_q8_K_n;
+    t[BD_TYPE_Q6_K].vec_dot_n = dot_q6_K_q8_K_n;
+}

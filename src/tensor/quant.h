@@ -10,6 +10,7 @@
 #define BRAID_TENSOR_QUANT_H
 
 #include <stdint.h>
+#include <string.h>
 
 #define BD_QK4_0 32
 #define BD_QK8_0 32
@@ -71,6 +72,18 @@ static inline void bd_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uin
         *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+/* All 8 scales and 8 mins of a Q4_K / Q5_K block at once, one per byte of *sc / *m (sub-block j in byte j,
+ * little-endian): the same unpacking as bd_get_scale_min_k4, on 32-bit words. */
+static inline void bd_unpack_scales_k4(const uint8_t *q, uint64_t *sc, uint64_t *m) {
+    uint32_t w[3];
+    memcpy(w, q, sizeof w);
+    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    const uint32_t sc_hi = (w[2] & low4) | (((w[0] >> 6) & low2) << 4);
+    const uint32_t m_hi = ((w[2] >> 4) & low4) | (((w[1] >> 6) & low2) << 4);
+    *sc = (w[0] & low6) | (uint64_t)sc_hi << 32;
+    *m = (w[1] & low6) | (uint64_t)m_hi << 32;
 }
 
 /* k (the element count) is a multiple of the block size. dst of a quantizer: k / blck_size blocks. */

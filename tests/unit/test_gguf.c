@@ -3,11 +3,13 @@
  * (each must fail with BRAID_E_FORMAT and a message naming the problem), allocation-failure injection, and
  * the llama.cpp vocabulary files.
  *
- * `unit_gguf --corpus DIR` also writes the fuzz seed corpus (valid and broken files) into DIR. */
+ * `unit_gguf --corpus DIR` also writes the fuzz seed corpus (valid and broken files) into DIR; the seeds have
+ * no .gguf suffix because .gitignore keeps *.gguf files (models) out of the repository. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -85,9 +87,12 @@ static void expect_ok(const buf *b, const char *what) {
 
 static char tmp_dir[256];
 
+/* A path in the test's temporary directory (a few rotating buffers, so two can be held at once). */
 static const char *tmp_path(const char *name) {
-    static char path[512];
-    snprintf(path, sizeof path, "%s/%s", tmp_dir, name);
+    static char paths[4][512];
+    static int next;
+    char *path = paths[next++ % 4];
+    snprintf(path, sizeof paths[0], "%s/%s", tmp_dir, name);
     return path;
 }
 
@@ -479,6 +484,20 @@ static void test_bad_header(void) {
     b_kv_u32(&b, "a", 1);
     b.n -= 1;
     expect_bad(&b, "truncated value", "truncated u32");
+    /* A header whose counts fit the file but whose entries are garbage: tables grow with parsed entries, so
+     * the reader fails after a few small allocations instead of sizing tables from the claim. */
+    size_t big = (size_t)1 << 20;
+    uint8_t *p = calloc(1, big);
+    uint32_t hdr[2] = {GGUF_MAGIC, 3};
+    uint64_t counts[2] = {1000, (big - 24 - 1000 * 33) / 14};
+    memcpy(p, hdr, 8);
+    memcpy(p + 8, counts, 16);
+    gguf_file *f;
+    bd_alloc_reset_count();
+    CHECK_STATUS(gguf_open_memory(p, big, &f), BRAID_E_FORMAT);
+    CHECK(bd_alloc_count() <= 4, "%llu allocations for a header claiming %llu keys",
+          (unsigned long long)bd_alloc_count(), (unsigned long long)counts[1]);
+    free(p);
 }
 
 static void test_bad_kv(void) {
@@ -575,13 +594,13 @@ static void test_bad_kv(void) {
     for (size_t i = 0; i < 4; i++) {
         b_hdr(&b, 3, 0, 1);
         b_kv_u32(&b, "general.alignment", bad_align[i]);
-        expect_bad(&b, "not a nonzero power of two", "bad alignment");
+        expect_bad(&b, "at offset 53 is not a nonzero power of two", "bad alignment");
     }
     b_hdr(&b, 3, 0, 1);
     b_str(&b, "general.alignment");
     b_u32(&b, GGUF_TYPE_UINT64);
     b_u64(&b, 32);
-    expect_bad(&b, "general.alignment must be u32, not u64", "alignment type");
+    expect_bad(&b, "general.alignment at offset 53 must be u32, not u64", "alignment type");
     b_hdr(&b, 3, 0, 1);
     b_kv_u32(&b, "general.alignment", 1);
     expect_ok(&b, "alignment 1");
@@ -799,6 +818,66 @@ static void test_writer_errors(void) {
     CHECK_STATUS(gguf_open("/", &f), BRAID_E_IO);
 }
 
+/* ---- braid gguf --------------------------------------------------------------------------------------------- */
+
+/* Runs `braid gguf ARGS`, returns its exit status and the first cap-1 bytes of stdout+stderr in out. */
+static int run_braid(const char *args, char *out, size_t cap) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/braid gguf %s 2>&1", test_env("BRAID_BUILD_DIR", ".."), args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = 0, k;
+    char tmp[4096];
+    while ((k = fread(tmp, 1, sizeof tmp, p)) > 0) {
+        size_t take = n + k < cap - 1 ? k : cap - 1 - n;
+        memcpy(out + n, tmp, take);
+        n += take;
+    }
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_cmd(void) {
+    static char out[1 << 16];
+    const char *path = tmp_path("cmd.gguf");
+    int calls = 0;
+    CHECK_STATUS(write_sample(path, 3, 1, &calls), BRAID_OK);
+    char args[600];
+    snprintf(args, sizeof args, "'%s'", path);
+    CHECK(run_braid(args, out, sizeof out) == 0, "braid gguf on a valid file exits 0: %s", out);
+    CHECK(strstr(out, "version: 3\n") && strstr(out, "alignment: 64\n"), "header printed");
+    CHECK(strstr(out, "t.str: string = \"h\xc3\xa9llo \\\"q\\\"\\n\"") != NULL, "string escaped: %s", out);
+    CHECK(strstr(out, "t.nul: string = \"a\\x00b\"") != NULL, "NUL escaped");
+    CHECK(strstr(out, "t.arr_i32: array[i32] = [1, -2, 3, -4, 5]") != NULL, "short array in full");
+    CHECK(strstr(out, "t.nested: array[array][u32] = [[1, 2], [], [3]]") != NULL, "nested array");
+    CHECK(strstr(out, "b.q8_0") && strstr(out, "q8_0") && strstr(out, "[64]"), "tensor line");
+    CHECK(strstr(out, "totals: 4 tensors, 630 parameters, 476 bytes of tensor data") != NULL, "totals: %s",
+          strstr(out, "totals") ? strstr(out, "totals") : out);
+    /* A long array is abbreviated. */
+    gguf_writer *w;
+    CHECK_STATUS(gguf_writer_new(3, &w), BRAID_OK);
+    int32_t many[100];
+    for (int i = 0; i < 100; i++) many[i] = i;
+    CHECK_STATUS(gguf_writer_set_array(w, "many", GGUF_TYPE_INT32, many, 100), BRAID_OK);
+    CHECK_STATUS(gguf_writer_write(w, path, NULL, NULL), BRAID_OK);
+    gguf_writer_free(w);
+    CHECK(run_braid(args, out, sizeof out) == 0, "exit 0");
+    CHECK(strstr(out, "[0, 1, 2, 3, 4, 5, 6, 7, ... (100 elements)]") != NULL, "abbreviated: %s", out);
+    /* A broken file: exit 1 with the reader's message. */
+    FILE *fp = fopen(path, "r+b");
+    if (fp) {
+        fputs("GGML", fp);
+        fclose(fp);
+    }
+    CHECK(run_braid(args, out, sizeof out) == 1, "bad file exits 1");
+    CHECK(strstr(out, "bad magic 'GGML'") != NULL, "message printed: %s", out);
+    CHECK(run_braid("", out, sizeof out) == 2, "no file: usage error");
+    CHECK(run_braid("a b", out, sizeof out) == 2, "two files: usage error");
+    CHECK(run_braid("/nonexistent.gguf", out, sizeof out) == 1, "missing file exits 1");
+    unlink(path);
+}
+
 /* ---- the llama.cpp vocabulary files -------------------------------------------------------------------------- */
 
 static void test_vocab_files(void) {
@@ -853,9 +932,9 @@ static void write_buf(const char *dir, const char *name, const buf *b) {
 static int write_corpus(const char *dir) {
     char path[512];
     int calls = 0;
-    snprintf(path, sizeof path, "%s/sample_v3.gguf", dir);
+    snprintf(path, sizeof path, "%s/sample_v3", dir);
     if (write_sample(path, 3, 1, &calls) != BRAID_OK) return 1;
-    snprintf(path, sizeof path, "%s/sample_v2_meta.gguf", dir);
+    snprintf(path, sizeof path, "%s/sample_v2_meta", dir);
     if (write_sample(path, 2, 0, &calls) != BRAID_OK) return 1;
     buf b;
     const int64_t ne8[1] = {8}, ne_q[2] = {32, 2};
@@ -865,12 +944,12 @@ static int write_corpus(const char *dir) {
     b_tinfo(&b, "q", 2, ne_q, BRAID_TYPE_Q8_0, 32);
     b_tinfo(&b, "h", 1, ne8, BRAID_TYPE_BF16, 112);
     b_data(&b, 128);
-    write_buf(dir, "three_tensors.gguf", &b);
+    write_buf(dir, "three_tensors", &b);
     b_hdr(&b, 3, 2, 0);
     b_tinfo(&b, "x", 1, ne8, 0, 0);
-    b_tinfo(&b, "y", 1, ne8, 0, 16);
+    b_tinfo(&b, "y", 1, ne8, 0, 0);
     b_data(&b, 64);
-    write_buf(dir, "bad_overlap.gguf", &b);
+    write_buf(dir, "bad_overlap", &b);
     b_hdr(&b, 3, 0, 1);
     b_str(&b, "k");
     b_u32(&b, GGUF_TYPE_ARRAY);
@@ -882,17 +961,17 @@ static int write_corpus(const char *dir) {
     b_u32(&b, GGUF_TYPE_INT32);
     b_u64(&b, 1);
     b_u32(&b, 5);
-    write_buf(dir, "nested.gguf", &b);
+    write_buf(dir, "nested", &b);
     b_hdr(&b, 3, 0, 2);
     b_kv_u32(&b, "a", 1);
     b_kv_u32(&b, "a", 2);
-    write_buf(dir, "bad_dup_key.gguf", &b);
+    write_buf(dir, "bad_dup_key", &b);
     b_hdr(&b, 1, 0, 0);
-    write_buf(dir, "bad_v1.gguf", &b);
+    write_buf(dir, "bad_v1", &b);
     b_hdr(&b, 3, 1, 0);
     b_tinfo(&b, "x", 1, ne8, 0, 32);
     b_data(&b, 40);
-    write_buf(dir, "bad_past_end.gguf", &b);
+    write_buf(dir, "bad_past_end", &b);
     printf("corpus written to %s\n", dir);
     return 0;
 }
@@ -912,7 +991,8 @@ int main(int argc, char **argv) {
     test_bad_tensors();
     test_getters();
     test_writer_errors();
+    test_cmd();
     test_vocab_files();
-    rmdir(tmp_dir);
+    CHECK(rmdir(tmp_dir) == 0, "every temporary file was removed from %s", tmp_dir);
     TEST_MAIN_END();
 }

@@ -1,0 +1,213 @@
+/* llama_vs_braid.c — braid and llama.cpp on the same GGUF file and the same number of threads, in one run:
+ * prompt processing (one batch of -p tokens) and generation (-n single-token decodes), tokens per second for
+ * each engine and their ratio, and the decode roofline (weight bytes read per generated token over the memory
+ * bandwidth measured in this run). llama.cpp runs with its default model and context settings (that is what
+ * users run; on this CPU they repack weights for AMX), except the thread count and a context of -p + -n.
+ * Each engine is loaded, measured and freed before the other starts, so their thread pools never compete.
+ * See tools/bench_util.h for how braid's figures, the bandwidth and the bytes per token are taken;
+ * scripts/bench.sh generates the models and runs this on each. */
+#if !__has_include("llama.h")
+/* Built without the oracle (scripts/fetch-oracle.sh was not run): nothing to compare against. */
+#include <stdio.h>
+int main(void) {
+    fprintf(stderr, "bench_llama_vs_braid: built without llama.cpp (run scripts/fetch-oracle.sh and reconfigure)\n");
+    return 1;
+}
+#else
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tools/bench_util.h"
+#include "ggml-backend.h"
+#include "gguf.h"
+#include "llama.h"
+
+static void quiet_log(enum ggml_log_level level, const char *text, void *user) {
+    (void)user;
+    if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+}
+
+/* The directory libllama was loaded from: the CPU backends (libggml-cpu-*.so) sit next to it. */
+static int oracle_lib_dir(char *buf, size_t cap) {
+    const char *env = getenv("BRAID_ORACLE_DIR");
+    if (env && *env) {
+        snprintf(buf, cap, "%s/lib", env);
+        return 1;
+    }
+    Dl_info info;
+    if (!dladdr((void *)llama_backend_init, &info) || !info.dli_fname) return 0;
+    snprintf(buf, cap, "%s", info.dli_fname);
+    char *slash = strrchr(buf, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    return 1;
+}
+
+/* The same count as `braid bench`, read with ggml's GGUF reader. */
+static braid_status weight_bytes(const char *path, bench_weights *out) {
+    struct ggml_context *meta = NULL; /* tensor shapes, no data */
+    struct gguf_init_params gp = {.no_alloc = true, .ctx = &meta};
+    struct gguf_context *g = gguf_init_from_file(path, gp);
+    if (!g) return bd_error(BRAID_E_FORMAT, "ggml's gguf reader cannot open %s", path);
+    memset(out, 0, sizeof *out);
+    /* (Not gguf_find_tensor: braid's GGUF reader has a function of that name, and the static library's
+     * would be the one linked here.) */
+    int has_output = 0;
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); i++)
+        has_output |= !strcmp(gguf_get_tensor_name(g, i), "output.weight");
+    for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
+        const char *name = gguf_get_tensor_name(g, i);
+        struct ggml_tensor *t = meta ? ggml_get_tensor(meta, name) : NULL;
+        bench_weight_add(out, name, gguf_get_tensor_size(g, i), (uint32_t)gguf_get_tensor_type(g, i),
+                         t ? t->ne[1] : 0, has_output);
+    }
+    gguf_free(g);
+    if (meta) ggml_free(meta);
+    return BRAID_OK;
+}
+
+static int llama_run(const char *path, const bench_cfg *c, double *pp_tps, double *tg_tps) {
+    struct llama_model_params mp = llama_model_default_params();
+    struct llama_model *model = llama_model_load_from_file(path, mp);
+    if (!model) {
+        fprintf(stderr, "llama.cpp cannot load %s\n", path);
+        return 0;
+    }
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)(c->n_prompt + c->n_gen);
+    cp.n_threads = c->n_threads;
+    cp.n_threads_batch = c->n_threads;
+    struct llama_context *ctx = llama_init_from_model(model, cp);
+    if (!ctx) {
+        fprintf(stderr, "llama.cpp cannot create a context\n");
+        llama_model_free(model);
+        return 0;
+    }
+    int n_max = c->n_prompt > c->n_gen ? c->n_prompt : c->n_gen;
+    llama_token *toks = malloc((size_t)(n_max > 0 ? n_max : 1) * sizeof *toks);
+    int ok = toks != NULL;
+    uint64_t rng = c->seed;
+    int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
+    for (int i = 0; ok && i < n_max; i++) toks[i] = bench_token(&rng, n_vocab);
+    llama_memory_t mem = llama_get_memory(ctx);
+
+    /* Warm-up as braid's: a short batch and a few tokens. */
+    for (int r = -1; ok && r < c->reps; r++) {
+        int np = r < 0 ? (c->n_prompt < 32 ? c->n_prompt : 32) : c->n_prompt;
+        int ng = r < 0 ? (c->n_gen < 4 ? c->n_gen : 4) : c->n_gen;
+        if (np > 0) {
+            llama_memory_clear(mem, true);
+            double t0 = bench_now();
+            ok = llama_decode(ctx, llama_batch_get_one(toks, np)) == 0;
+            llama_synchronize(ctx);
+            if (r >= 0) pp_tps[r] = np / (bench_now() - t0);
+        }
+        if (ng > 0 && ok) {
+            llama_memory_clear(mem, true);
+            double t0 = bench_now();
+            for (int i = 0; ok && i < ng; i++) ok = llama_decode(ctx, llama_batch_get_one(&toks[i], 1)) == 0;
+            llama_synchronize(ctx);
+            if (r >= 0) tg_tps[r] = ng / (bench_now() - t0);
+        }
+    }
+    if (!ok) fprintf(stderr, "llama.cpp: decode failed\n");
+    free(toks);
+    llama_free(ctx);
+    llama_model_free(model);
+    return ok;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: bench_llama_vs_braid -m FILE [-t THREADS (2)] [-p N (512)] [-n N (128)] [-r REPS (3)]\n"
+               "                            [--bw-mib N (1024)] [--only braid|llama]\n");
+}
+
+int main(int argc, char **argv) {
+    const char *path = NULL, *only = NULL;
+    bench_cfg c = {.n_prompt = 512, .n_gen = 128, .reps = 3, .n_threads = 2, .seed = 1234};
+    int bw_mib = 1024;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            usage(stderr);
+            return 2;
+        }
+        const char *a = argv[i], *v = argv[++i];
+        if (!strcmp(a, "-m")) path = v;
+        else if (!strcmp(a, "-t")) c.n_threads = atoi(v);
+        else if (!strcmp(a, "-p")) c.n_prompt = atoi(v);
+        else if (!strcmp(a, "-n")) c.n_gen = atoi(v);
+        else if (!strcmp(a, "-r")) c.reps = atoi(v);
+        else if (!strcmp(a, "--bw-mib")) bw_mib = atoi(v);
+        else if (!strcmp(a, "--only")) only = v;
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!path || c.n_threads < 1 || c.n_prompt < 0 || c.n_gen < 0 || c.reps < 1 || c.reps > 100 || bw_mib < 16) {
+        usage(stderr);
+        return 2;
+    }
+    int run_braid = !only || !strcmp(only, "braid"), run_llama = !only || !strcmp(only, "llama");
+
+    bench_weights w;
+    braid_status s = weight_bytes(path, &w);
+    if (s != BRAID_OK) {
+        fprintf(stderr, "%s: %s: %s\n", path, braid_status_name(s), braid_last_error());
+        return 1;
+    }
+    double bw = bench_bandwidth((size_t)bw_mib << 20, c.n_threads, 3);
+    double roof = bw > 0 ? bw / (double)w.per_token : 0.0;
+
+    double bpp[100] = {0}, btg[100] = {0}, lpp[100] = {0}, ltg[100] = {0};
+    int failed = 0; /* an engine that fails is reported with zeros and makes the exit code 1 */
+    if (run_braid) {
+        s = bench_braid(path, &c, bpp, btg);
+        if (s != BRAID_OK) {
+            fprintf(stderr, "braid: %s: %s\n", braid_status_name(s), braid_last_error());
+            failed = 1;
+        }
+    }
+    if (run_llama) {
+        char dir[4096];
+        if (!oracle_lib_dir(dir, sizeof dir)) {
+            fprintf(stderr, "cannot find llama.cpp's library directory (set BRAID_ORACLE_DIR)\n");
+            return 1;
+        }
+        llama_log_set(quiet_log, NULL);
+        ggml_backend_load_all_from_path(dir);
+        llama_backend_init();
+        if (!llama_run(path, &c, lpp, ltg)) failed = 1;
+    }
+    bench_stat bp = bench_stats(bpp, c.reps), bg = bench_stats(btg, c.reps);
+    bench_stat lp = bench_stats(lpp, c.reps), lg = bench_stats(ltg, c.reps);
+
+    const char *type = bench_type_name(w.type);
+    printf("model      %s (%s, %.1f MiB of weights)\n", path, type, (double)w.total / 1048576.0);
+    printf("threads    %d, %d repetitions after a warm-up\n", c.n_threads, c.reps);
+    printf("bandwidth  %.1f GB/s (streaming read of %d MiB, %d threads)\n", bw / 1e9, bw_mib, c.n_threads);
+    printf("roofline   %.1f MiB of weights read per generated token -> %.1f tok/s\n\n",
+           (double)w.per_token / 1048576.0, roof);
+    printf("%-8s %20s %20s %12s\n", "test", "braid tok/s", "llama.cpp tok/s", "braid/llama");
+    if (c.n_prompt > 0)
+        printf("pp%-6d %12.1f ± %5.1f %12.1f ± %5.1f %12.2f\n", c.n_prompt, bp.mean, bp.sd, lp.mean, lp.sd,
+               lp.mean > 0 ? bp.mean / lp.mean : 0.0);
+    if (c.n_gen > 0) {
+        printf("tg%-6d %12.2f ± %5.2f %12.2f ± %5.2f %12.2f\n", c.n_gen, bg.mean, bg.sd, lg.mean, lg.sd,
+               lg.mean > 0 ? bg.mean / lg.mean : 0.0);
+        printf("tg%-6d %11.0f%% roof %11.0f%% roof\n", c.n_gen, roof > 0 ? 100 * bg.mean / roof : 0.0,
+               roof > 0 ? 100 * lg.mean / roof : 0.0);
+    }
+    /* One line for scripts/bench.sh to gather into its summary table. */
+    printf("SUMMARY %s %.1f %.1f %.2f %.2f %.2f %.2f %.1f %.1f %.0f %.0f\n", type, bp.mean, lp.mean,
+           lp.mean > 0 ? bp.mean / lp.mean : 0.0, bg.mean, lg.mean, lg.mean > 0 ? bg.mean / lg.mean : 0.0,
+           bw / 1e9, roof, roof > 0 ? 100 * bg.mean / roof : 0.0, roof > 0 ? 100 * lg.mean / roof : 0.0);
+    return failed;
+}
+#endif

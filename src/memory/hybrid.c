@@ -1,0 +1,550 @@
+/* hybrid.c — the memory as one object: the attention half (kv.c), the recurrent half (rs.c) and each
+ * sequence's input history, under one rule: every operation checks both halves (ids, ranges, free cells,
+ * allocations) before it changes either, so it is applied whole or not at all (design.md §3). The decode and
+ * replay transactions are in batch.c, batch validation in ubatch.c, the state format in state_io.c. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "memory/mem_impl.h"
+
+/* ---- history ------------------------------------------------------------------------------------------- */
+
+braid_status hist_reserve(const mem *m, mem_hist *h, int32_t len, int32_t n_erow) {
+    uint32_t np = m->p.n_pos_per_token;
+    if (len > h->cap) {
+        int32_t cap = h->cap ? h->cap : 16;
+        while (cap < len) cap = cap > INT32_MAX / 2 ? len : cap * 2;
+        braid_token *tok = bd_realloc(h->tok, (size_t)cap * sizeof *tok);
+        if (!tok) return bd_error(BRAID_E_NOMEM, "memory: out of memory for the input history");
+        h->tok = tok;
+        braid_pos *pos = bd_realloc(h->pos, (size_t)cap * np * sizeof *pos);
+        if (!pos) return bd_error(BRAID_E_NOMEM, "memory: out of memory for the input history");
+        h->pos = pos;
+        int32_t *erow = bd_realloc(h->erow, (size_t)cap * sizeof *erow);
+        if (!erow) return bd_error(BRAID_E_NOMEM, "memory: out of memory for the input history");
+        h->erow = erow;
+        h->cap = cap;
+    }
+    if (n_erow > h->ecap) {
+        int32_t cap = h->ecap ? h->ecap : 4;
+        while (cap < n_erow) cap = cap > INT32_MAX / 2 ? n_erow : cap * 2;
+        float *e = bd_realloc(h->embd, (size_t)cap * m->p.n_embd * sizeof *e);
+        if (!e) return bd_error(BRAID_E_NOMEM, "memory: out of memory for embedding rows in the history");
+        h->embd = e;
+        h->ecap = cap;
+    }
+    return BRAID_OK;
+}
+
+void hist_truncate(const mem *m, mem_hist *h, int32_t n) {
+    (void)m;
+    if (n >= h->len) return;
+    int32_t ne = 0;
+    for (int32_t i = n; i-- > 0;)
+        if (h->erow[i] >= 0) {
+            ne = h->erow[i] + 1;
+            break;
+        }
+    h->len = n;
+    h->n_erow = ne;
+}
+
+void hist_remove(const mem *m, mem_hist *h, int32_t i0, int32_t i1) {
+    uint32_t np = m->p.n_pos_per_token;
+    int32_t e0 = -1, ne = 0; /* first embedding row in the range and how many */
+    for (int32_t i = i0; i < i1; i++)
+        if (h->erow[i] >= 0) {
+            if (e0 < 0) e0 = h->erow[i];
+            ne++;
+        }
+    if (ne) {
+        memmove(h->embd + (size_t)e0 * m->p.n_embd, h->embd + (size_t)(e0 + ne) * m->p.n_embd,
+                (size_t)(h->n_erow - e0 - ne) * m->p.n_embd * sizeof(float));
+        h->n_erow -= ne;
+    }
+    int32_t d = i1 - i0;
+    memmove(h->tok + i0, h->tok + i1, (size_t)(h->len - i1) * sizeof *h->tok);
+    memmove(h->pos + (size_t)i0 * np, h->pos + (size_t)i1 * np, (size_t)(h->len - i1) * np * sizeof *h->pos);
+    memmove(h->erow + i0, h->erow + i1, (size_t)(h->len - i1) * sizeof *h->erow);
+    h->len -= d;
+    for (int32_t i = i0; i < h->len && ne; i++)
+        if (h->erow[i] >= 0) h->erow[i] -= ne;
+}
+
+void hist_push(const mem *m, mem_hist *h, braid_token tok, const braid_pos *pos, const float *embd) {
+    int32_t i = h->len++;
+    h->tok[i] = embd ? -1 : tok;
+    memcpy(hist_pos(m, h, i), pos, m->p.n_pos_per_token * sizeof *pos);
+    if (embd) {
+        memcpy(h->embd + (size_t)h->n_erow * m->p.n_embd, embd, m->p.n_embd * sizeof(float));
+        h->erow[i] = h->n_erow++;
+    } else {
+        h->erow[i] = -1;
+    }
+}
+
+void hist_copy(const mem *m, mem_hist *dst, const mem_hist *src, int32_t n) {
+    uint32_t np = m->p.n_pos_per_token;
+    int32_t ne = 0;
+    for (int32_t i = 0; i < n; i++) ne += src->erow[i] >= 0;
+    dst->len = n;
+    dst->n_erow = ne;
+    if (n == 0) return; /* the source may have no arrays yet */
+    memcpy(dst->tok, src->tok, (size_t)n * sizeof *dst->tok);
+    memcpy(dst->pos, src->pos, (size_t)n * np * sizeof *dst->pos);
+    memcpy(dst->erow, src->erow, (size_t)n * sizeof *dst->erow);
+    if (ne) memcpy(dst->embd, src->embd, (size_t)ne * m->p.n_embd * sizeof(float));
+}
+
+static int32_t hist_count_erows(const mem_hist *h, int32_t n) {
+    int32_t ne = 0;
+    for (int32_t i = 0; i < n; i++) ne += h->erow[i] >= 0;
+    return ne;
+}
+
+/* ---- life cycle ------------------------------------------------------------------------------------------ */
+
+braid_status mem_new(const mem_params *p, mem **out) {
+    *out = NULL;
+    if (!p) return bd_error(BRAID_E_INVALID, "memory: no parameters");
+    if (p->n_seq_max < 1 || p->n_seq_max > MEM_SEQ_MAX)
+        return bd_error(BRAID_E_INVALID, "memory: n_seq_max %u not in 1..%d", p->n_seq_max, MEM_SEQ_MAX);
+    if (p->n_pos_per_token != 1 && p->n_pos_per_token != 4)
+        return bd_error(BRAID_E_INVALID, "memory: n_pos_per_token %u (1 or 4)", p->n_pos_per_token);
+    if (p->n_attn_layers == 0 && p->n_rs_layers == 0)
+        return bd_error(BRAID_E_INVALID, "memory: no attention and no recurrent layers");
+    if (p->n_attn_layers) {
+        if (p->n_ctx < 1 || p->n_ctx > (uint32_t)INT32_MAX / 2)
+            return bd_error(BRAID_E_INVALID, "memory: n_ctx %u", p->n_ctx);
+        if (!p->n_embd_k || !p->n_embd_v) return bd_error(BRAID_E_INVALID, "memory: K/V widths missing");
+        if (p->kv_type != BRAID_TYPE_F32 && p->kv_type != BRAID_TYPE_F16)
+            return bd_error(BRAID_E_UNSUPPORTED, "memory: kv type %d (F32 or F16)", (int)p->kv_type);
+        for (uint32_t l = 0; l < p->n_attn_layers; l++)
+            if (!p->n_embd_k[l] || !p->n_embd_v[l] || p->n_embd_k[l] > (1u << 20) || p->n_embd_v[l] > (1u << 20))
+                return bd_error(BRAID_E_INVALID, "memory: attention layer %u: K/V widths %u/%u", l, p->n_embd_k[l],
+                                p->n_embd_v[l]);
+    }
+    if (p->n_rs_layers) {
+        if (!p->n_conv || !p->n_ssm) return bd_error(BRAID_E_INVALID, "memory: recurrent sizes missing");
+        uint64_t total = 0;
+        for (uint32_t l = 0; l < p->n_rs_layers; l++) {
+            if (p->n_conv[l] > (1ull << 36) || p->n_ssm[l] > (1ull << 36))
+                return bd_error(BRAID_E_INVALID, "memory: recurrent layer %u: sizes too large", l);
+            total += p->n_conv[l] + p->n_ssm[l];
+        }
+        if (!total) return bd_error(BRAID_E_INVALID, "memory: recurrent layers with an empty state");
+    }
+    if (p->n_embd > (1u << 24)) return bd_error(BRAID_E_INVALID, "memory: n_embd %u", p->n_embd);
+
+    mem *m = bd_calloc(1, sizeof *m);
+    if (!m) return bd_error(BRAID_E_NOMEM, "memory: out of memory");
+    m->p = *p;
+    if (!m->p.n_ubatch) m->p.n_ubatch = 512;
+    uint32_t na = p->n_attn_layers, nr = p->n_rs_layers;
+    braid_status st = BRAID_OK;
+    if (!(m->n_embd_k = bd_mallocn(na + 1, sizeof(uint32_t))) || !(m->n_embd_v = bd_mallocn(na + 1, sizeof(uint32_t))) ||
+        !(m->n_conv = bd_mallocn(nr + 1, sizeof(uint64_t))) || !(m->n_ssm = bd_mallocn(nr + 1, sizeof(uint64_t))) ||
+        !(m->hist = bd_calloc(p->n_seq_max, sizeof(mem_hist))) || !(m->approx = bd_mallocn(p->n_seq_max, sizeof(int32_t))))
+        st = bd_error(BRAID_E_NOMEM, "memory: out of memory");
+    if (st == BRAID_OK) {
+        if (na) memcpy(m->n_embd_k, p->n_embd_k, na * sizeof(uint32_t));
+        if (na) memcpy(m->n_embd_v, p->n_embd_v, na * sizeof(uint32_t));
+        if (nr) memcpy(m->n_conv, p->n_conv, nr * sizeof(uint64_t));
+        if (nr) memcpy(m->n_ssm, p->n_ssm, nr * sizeof(uint64_t));
+        m->p.n_embd_k = na ? m->n_embd_k : NULL;
+        m->p.n_embd_v = na ? m->n_embd_v : NULL;
+        m->p.n_conv = nr ? m->n_conv : NULL;
+        m->p.n_ssm = nr ? m->n_ssm : NULL;
+        if (!na) m->p.n_ctx = 0;
+        for (uint32_t s = 0; s < p->n_seq_max; s++) m->approx[s] = -1;
+    }
+    if (st == BRAID_OK && na)
+        st = kv_new(p->n_ctx, p->n_pos_per_token, p->n_seq_max, p->kv_type, na, p->n_embd_k, p->n_embd_v, &m->kv);
+    if (st == BRAID_OK && nr)
+        st = rs_new(p->n_seq_max, nr, p->n_conv, p->n_ssm, p->n_rollback, p->checkpoint_interval,
+                    p->checkpoint_budget_bytes, &m->rs);
+    if (st != BRAID_OK) {
+        mem_free(m);
+        return st;
+    }
+    *out = m;
+    return BRAID_OK;
+}
+
+void mem_free(mem *m) {
+    if (!m) return;
+    if (m->pending) mem_batch_abort(m, m->pending);
+    kv_free(m->kv);
+    rs_free(m->rs);
+    for (uint32_t s = 0; m->hist && s < m->p.n_seq_max; s++) {
+        bd_free(m->hist[s].tok);
+        bd_free(m->hist[s].pos);
+        bd_free(m->hist[s].erow);
+        bd_free(m->hist[s].embd);
+    }
+    bd_free(m->hist);
+    bd_free(m->approx);
+    bd_free(m->n_embd_k);
+    bd_free(m->n_embd_v);
+    bd_free(m->n_conv);
+    bd_free(m->n_ssm);
+    bd_free(m);
+}
+
+const mem_params *mem_get_params(const mem *m) { return &m->p; }
+
+/* ---- queries ----------------------------------------------------------------------------------------------- */
+
+int32_t mem_seq_len(const mem *m, int32_t s) { return mem_seq_ok(m, s) ? m->hist[s].len : -1; }
+
+braid_pos mem_seq_next_pos(const mem *m, int32_t s) {
+    if (!mem_seq_ok(m, s) || m->hist[s].len == 0) return 0;
+    const braid_pos *p = hist_pos(m, &m->hist[s], m->hist[s].len - 1);
+    braid_pos mx = p[0];
+    if (m->p.n_pos_per_token == 4) {
+        if (p[1] > mx) mx = p[1];
+        if (p[2] > mx) mx = p[2];
+    }
+    return mx + 1;
+}
+
+braid_status mem_seq_input(const mem *m, int32_t s, int32_t i, braid_token *token, const braid_pos **pos,
+                           const float **embd) {
+    if (!mem_seq_ok(m, s)) return bd_error(BRAID_E_RANGE, "memory: sequence %d not in 0..%u", s, m->p.n_seq_max - 1);
+    const mem_hist *h = &m->hist[s];
+    if (i < 0 || i >= h->len) return bd_error(BRAID_E_RANGE, "memory: input %d of sequence %d (length %d)", i, s, h->len);
+    if (token) *token = h->tok[i];
+    if (pos) *pos = hist_pos(m, h, i);
+    if (embd) *embd = hist_embd(m, h, i);
+    return BRAID_OK;
+}
+
+int32_t mem_seq_approx_from(const mem *m, int32_t s) { return mem_seq_ok(m, s) ? m->approx[s] : -1; }
+
+int32_t mem_seq_checkpoints(const mem *m, int32_t s, int32_t *idx, int32_t cap) {
+    if (!mem_seq_ok(m, s) || !m->rs) return 0;
+    const rs_seq *q = &m->rs->seq[s];
+    for (int32_t i = 0; i < q->n_ck && i < cap; i++) idx[i] = q->ck[i].idx;
+    return q->n_ck;
+}
+
+void mem_seq_rollback_range(const mem *m, int32_t s, int32_t *lo, int32_t *hi) {
+    *lo = -1;
+    *hi = mem_seq_len(m, s);
+    if (!mem_seq_ok(m, s) || !m->rs || m->rs->seq[s].rb_n == 0) return;
+    *lo = m->rs->seq[s].rb_lo;
+}
+
+/* ---- attention / recurrent storage ------------------------------------------------------------------------- */
+
+braid_type mem_kv_type(const mem *m) { return m->p.kv_type; }
+uint32_t mem_kv_n_cells(const mem *m) { return m->kv ? m->kv->n_cells : 0; }
+uint32_t mem_kv_n_free(const mem *m) { return m->kv ? m->kv->n_free : 0; }
+void *mem_kv_k(mem *m, uint32_t layer) { return m->kv && layer < m->kv->n_layers ? m->kv->k[layer] : NULL; }
+void *mem_kv_v(mem *m, uint32_t layer) { return m->kv && layer < m->kv->n_layers ? m->kv->v[layer] : NULL; }
+size_t mem_kv_k_row_bytes(const mem *m, uint32_t layer) { return m->kv && layer < m->kv->n_layers ? kv_k_row(m->kv, layer) : 0; }
+size_t mem_kv_v_row_bytes(const mem *m, uint32_t layer) { return m->kv && layer < m->kv->n_layers ? kv_v_row(m->kv, layer) : 0; }
+const int32_t *mem_kv_seq_cells(const mem *m, int32_t s) { return m->kv && mem_seq_ok(m, s) ? kv_list(m->kv, s) : NULL; }
+const braid_pos *mem_kv_cell_pos(const mem *m, int32_t cell) {
+    return m->kv && cell >= 0 && (uint32_t)cell < m->kv->n_cells ? kv_pos(m->kv, cell) : NULL;
+}
+
+braid_status mem_kv_rotate(mem *m, mem_rotate_fn rotate, void *user) {
+    kv_cache *kv = m->kv;
+    if (!kv) return BRAID_OK;
+    size_t bytes = kv->n_pos * sizeof(braid_pos);
+    for (uint32_t c = 0; c < kv->n_cells; c++) {
+        if (!kv->order[c] || !memcmp(kv_pos(kv, (int32_t)c), kv_pos_rot(kv, (int32_t)c), bytes)) continue;
+        BD_TRY(rotate(user, m, (int32_t)c, kv_pos_rot(kv, (int32_t)c), kv_pos(kv, (int32_t)c)));
+        memcpy(kv_pos_rot(kv, (int32_t)c), kv_pos(kv, (int32_t)c), bytes);
+    }
+    return BRAID_OK;
+}
+
+uint32_t mem_kv_n_rotations_pending(const mem *m) { return m->kv ? kv_count_stale(m->kv) : 0; }
+
+size_t mem_rs_block_floats(const mem *m) { return m->rs ? m->rs->block_floats : 0; }
+size_t mem_rs_conv_off(const mem *m, uint32_t layer) { return m->rs && layer < m->rs->n_layers ? m->rs->off_conv[layer] : 0; }
+size_t mem_rs_ssm_off(const mem *m, uint32_t layer) { return m->rs && layer < m->rs->n_layers ? m->rs->off_ssm[layer] : 0; }
+const float *mem_rs_live(const mem *m, int32_t s) { return m->rs && mem_seq_ok(m, s) ? m->rs->seq[s].live : NULL; }
+const float *mem_rs_checkpoint(const mem *m, int32_t s, int32_t idx) {
+    if (!m->rs || !mem_seq_ok(m, s)) return NULL;
+    int32_t i = rs_ck_find(m->rs, s, idx);
+    return i >= 0 ? m->rs->seq[s].ck[i].blk : NULL;
+}
+const float *mem_rs_rollback(const mem *m, int32_t s, int32_t idx) {
+    if (!m->rs || !mem_seq_ok(m, s)) return NULL;
+    const rs_seq *q = &m->rs->seq[s];
+    if (q->rb_n == 0 || idx < q->rb_lo || idx >= q->rb_lo + q->rb_n) return NULL;
+    return rs_or_zero(m->rs, q->rb[idx - q->rb_lo]);
+}
+uint64_t mem_rs_checkpoint_bytes(const mem *m) { return m->rs ? m->rs->n_ck_total * m->rs->block_bytes : 0; }
+
+/* ---- operations -------------------------------------------------------------------------------------------- */
+
+static braid_status check_seq(const mem *m, int32_t s, const char *op) {
+    if (m->pending) return bd_error(BRAID_E_INVALID, "memory: %s while a batch is pending", op);
+    if (!mem_seq_ok(m, s))
+        return bd_error(BRAID_E_RANGE, "memory: %s: sequence %d not in 0..%u", op, s, m->p.n_seq_max - 1);
+    return BRAID_OK;
+}
+
+/* The state of s at index n if it is at hand without a replay: *blk (NULL = zero state), *found = 1. */
+static void state_at(const mem *m, int32_t s, int32_t n, const float **blk, int *found) {
+    const rs_seq *q = &m->rs->seq[s];
+    *found = 1;
+    *blk = NULL;
+    if (n == 0) return;
+    if (n == m->hist[s].len) {
+        *blk = q->live;
+        return;
+    }
+    if (q->rb_n > 0 && n >= q->rb_lo && n < q->rb_lo + q->rb_n) {
+        *blk = q->rb[n - q->rb_lo];
+        return;
+    }
+    int32_t i = rs_ck_find(m->rs, s, n);
+    if (i >= 0) {
+        *blk = q->ck[i].blk;
+        return;
+    }
+    *found = 0;
+}
+
+braid_status mem_seq_truncate(mem *m, int32_t s, int32_t n, mem_batch **replay) {
+    *replay = NULL;
+    BD_TRY(check_seq(m, s, "truncate"));
+    int32_t len = m->hist[s].len;
+    if (n < 0 || n > len) return bd_error(BRAID_E_RANGE, "memory: truncate sequence %d to %d (length %d)", s, n, len);
+    if (n == len) return BRAID_OK;
+    if (m->rs) {
+        rs_mem *rs = m->rs;
+        rs_seq *q = &rs->seq[s];
+        float *live;
+        if (q->rb_n > 0 && n >= q->rb_lo && n < q->rb_lo + q->rb_n) {
+            /* The rollback buffer holds it: swap blocks, no copy. */
+            live = q->rb[n - q->rb_lo];
+            q->rb[n - q->rb_lo] = NULL;
+        } else if (n == 0) {
+            live = NULL;
+        } else {
+            int32_t i = rs_ck_find(rs, s, n);
+            if (i < 0) {
+                int32_t f = rs_ck_floor(rs, s, n);
+                int32_t from = f >= 0 ? q->ck[f].idx : 0;
+                BD_TRY(mem_replay_new(m, MB_REPLAY_TRUNCATE, s, s, from, n, f >= 0 ? q->ck[f].blk : NULL, replay));
+                return BRAID_OK;
+            }
+            if (!(live = rs_get(rs))) return BRAID_E_NOMEM;
+            memcpy(live, q->ck[i].blk, rs->block_bytes);
+        }
+        rs_put(rs, q->live);
+        q->live = live;
+        rs_rb_drop_after(rs, s, n - 1);
+        rs_ck_drop_after(rs, s, n);
+        if (m->approx[s] >= n) m->approx[s] = -1;
+    }
+    if (m->kv) kv_truncate(m->kv, s, (uint32_t)n);
+    hist_truncate(m, &m->hist[s], n);
+    MEM_ASSERT_OK(m);
+    return BRAID_OK;
+}
+
+braid_status mem_seq_remove(mem *m, int32_t s, int32_t i0, int32_t i1) {
+    BD_TRY(check_seq(m, s, "remove"));
+    int32_t len = m->hist[s].len;
+    if (i0 < 0 || i1 < i0 || i1 > len)
+        return bd_error(BRAID_E_RANGE, "memory: remove [%d, %d) from sequence %d (length %d)", i0, i1, s, len);
+    if (i0 == i1) return BRAID_OK;
+    if (m->rs && i1 == len)
+        return bd_error(BRAID_E_RANGE,
+                        "memory: remove [%d, %d) from sequence %d reaches its end (length %d); a recurrent state "
+                        "cannot forget its last inputs: use truncate",
+                        i0, i1, s, len);
+    if (m->kv) kv_remove(m->kv, s, (uint32_t)i0, (uint32_t)i1);
+    hist_remove(m, &m->hist[s], i0, i1);
+    if (m->rs) {
+        rs_mem *rs = m->rs;
+        rs_seq *q = &rs->seq[s];
+        int32_t d = i1 - i0;
+        /* States up to i0 saw exactly the inputs that remain before them; later ones also saw the removed
+         * inputs: checkpoints after i1 keep their lineage under their new index, those in (i0, i1] go. */
+        rs_rb_drop_after(rs, s, -1); /* the rollback buffer ends at the live state: a gap would break it */
+        for (int32_t i = q->n_ck; i-- > 0;) {
+            if (q->ck[i].idx > i1)
+                q->ck[i].idx -= d;
+            else if (q->ck[i].idx > i0)
+                rs_ck_drop(rs, s, i);
+        }
+        m->approx[s] = m->approx[s] >= 0 && m->approx[s] < i0 ? m->approx[s] : i0;
+    }
+    MEM_ASSERT_OK(m);
+    return BRAID_OK;
+}
+
+/* Shift (k == 0: add d) or divide (by k) the t, y, x components of inputs [i0, i1). */
+static braid_status edit_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_pos d, int32_t k, const char *op) {
+    BD_TRY(check_seq(m, s, op));
+    mem_hist *h = &m->hist[s];
+    if (i0 < 0 || i1 < i0 || i1 > h->len)
+        return bd_error(BRAID_E_RANGE, "memory: %s [%d, %d) of sequence %d (length %d)", op, i0, i1, s, h->len);
+    if (k < 0) return bd_error(BRAID_E_RANGE, "memory: %s by %d", op, k);
+    uint32_t np = m->p.n_pos_per_token, nc = np == 4 ? 3 : 1;
+    for (int32_t i = i0; i < i1; i++) {
+        const braid_pos *p = hist_pos(m, h, i);
+        for (uint32_t c = 0; c < nc; c++) {
+            int64_t v = k ? (int64_t)p[c] / k : (int64_t)p[c] + d;
+            if (v < 0 || v > MEM_POS_MAX)
+                return bd_error(BRAID_E_RANGE, "memory: %s of sequence %d: input %d would get position %lld (0..%d)",
+                                op, s, i, (long long)v, MEM_POS_MAX);
+        }
+    }
+    if (i0 == i1) return BRAID_OK;
+    if (m->kv) {
+        uint32_t need = kv_count_shared(m->kv, s, (uint32_t)i0, (uint32_t)i1);
+        if (need > m->kv->n_free)
+            return bd_error(BRAID_E_FULL, "memory: %s of sequence %d needs %u free cells to unshare cells (%u free)",
+                            op, s, need, m->kv->n_free);
+        kv_unshare(m->kv, s, (uint32_t)i0, (uint32_t)i1);
+    }
+    const int32_t *list = m->kv ? kv_list(m->kv, s) : NULL;
+    for (int32_t i = i0; i < i1; i++) {
+        braid_pos *p = hist_pos(m, h, i);
+        for (uint32_t c = 0; c < nc; c++) p[c] = k ? p[c] / k : p[c] + d;
+        if (list) memcpy(kv_pos(m->kv, list[i]), p, np * sizeof *p);
+    }
+    if (m->rs) {
+        rs_rb_drop_after(m->rs, s, -1);
+        /* On a hybrid the later states came through attention at the old positions. */
+        if (m->kv) m->approx[s] = m->approx[s] >= 0 && m->approx[s] < i0 ? m->approx[s] : i0;
+    }
+    MEM_ASSERT_OK(m);
+    return BRAID_OK;
+}
+
+braid_status mem_seq_shift_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_pos d) {
+    return edit_pos(m, s, i0, i1, d, 0, "shift_pos");
+}
+
+braid_status mem_seq_div_pos(mem *m, int32_t s, int32_t i0, int32_t i1, int32_t k) {
+    if (k < 1) return bd_error(BRAID_E_RANGE, "memory: div_pos by %d (must be >= 1)", k);
+    return edit_pos(m, s, i0, i1, 0, k, "div_pos");
+}
+
+braid_status mem_seq_copy(mem *m, int32_t src, int32_t dst, int32_t n, mem_batch **replay) {
+    *replay = NULL;
+    BD_TRY(check_seq(m, src, "copy"));
+    BD_TRY(check_seq(m, dst, "copy"));
+    if (src == dst) return bd_error(BRAID_E_INVALID, "memory: copy of sequence %d onto itself (use truncate)", src);
+    const mem_hist *hs = &m->hist[src];
+    if (n < 0 || n > hs->len)
+        return bd_error(BRAID_E_RANGE, "memory: copy the first %d inputs of sequence %d (length %d)", n, src, hs->len);
+    BD_TRY(hist_reserve(m, &m->hist[dst], n, hist_count_erows(hs, n)));
+    float *live = NULL;
+    if (m->rs) {
+        const float *blk;
+        int found;
+        state_at(m, src, n, &blk, &found);
+        if (!found) {
+            int32_t f = rs_ck_floor(m->rs, src, n);
+            int32_t from = f >= 0 ? m->rs->seq[src].ck[f].idx : 0;
+            return mem_replay_new(m, MB_REPLAY_COPY, src, dst, from, n, f >= 0 ? m->rs->seq[src].ck[f].blk : NULL,
+                                  replay);
+        }
+        if (blk) {
+            if (!(live = rs_get(m->rs))) return BRAID_E_NOMEM;
+            memcpy(live, blk, m->rs->block_bytes);
+        }
+        rs_clear(m->rs, dst);
+        m->rs->seq[dst].live = live;
+        m->approx[dst] = m->approx[src] >= 0 && m->approx[src] < n ? m->approx[src] : -1;
+    }
+    if (m->kv) kv_copy(m->kv, src, dst, (uint32_t)n);
+    hist_copy(m, &m->hist[dst], hs, n);
+    MEM_ASSERT_OK(m);
+    return BRAID_OK;
+}
+
+void mem_seq_clear(mem *m, int32_t s) {
+    if (m->pending) {
+        bd_log(BD_LOG_ERROR, "memory: clear of sequence %d while a batch is pending: ignored", s);
+        return;
+    }
+    if (s != -1 && !mem_seq_ok(m, s)) return;
+    for (int32_t t = s < 0 ? 0 : s; t < (s < 0 ? (int32_t)m->p.n_seq_max : s + 1); t++) {
+        if (m->kv) kv_truncate(m->kv, t, 0);
+        if (m->rs) rs_clear(m->rs, t);
+        hist_truncate(m, &m->hist[t], 0);
+        m->approx[t] = -1;
+    }
+    MEM_ASSERT_OK(m);
+}
+
+braid_status mem_seq_checkpoint(mem *m, int32_t s) {
+    BD_TRY(check_seq(m, s, "checkpoint"));
+    rs_mem *rs = m->rs;
+    int32_t len = m->hist[s].len;
+    if (!rs || len == 0 || rs_ck_find(rs, s, len) >= 0) return BRAID_OK;
+    if (rs->ck_max == 0)
+        return bd_error(BRAID_E_FULL, "memory: a checkpoint of %zu bytes does not fit the budget of %llu bytes",
+                        rs->block_bytes, (unsigned long long)rs->ck_budget);
+    int32_t *lens = bd_mallocn(m->p.n_seq_max, sizeof(int32_t));
+    rs_cand *victims = bd_mallocn(rs->n_ck_total + 1, sizeof(rs_cand));
+    braid_status st = lens && victims ? BRAID_OK : bd_error(BRAID_E_NOMEM, "memory: out of memory for a checkpoint");
+    int32_t n_victims = 0;
+    uint8_t keep = 1;
+    rs_cand cand = {s, len};
+    float *blk = NULL;
+    if (st == BRAID_OK) {
+        for (uint32_t t = 0; t < m->p.n_seq_max; t++) lens[t] = m->hist[t].len;
+        st = rs_ck_plan(rs, lens, &cand, 1, victims, &n_victims, &keep);
+    }
+    if (st == BRAID_OK) st = rs_ck_reserve(rs, s, 1);
+    if (st == BRAID_OK && keep && !(blk = rs_get(rs))) st = BRAID_E_NOMEM;
+    if (st == BRAID_OK) {
+        for (int32_t i = 0; i < n_victims; i++) rs_ck_drop(rs, victims[i].seq, rs_ck_find(rs, victims[i].seq, victims[i].idx));
+        if (keep) {
+            memcpy(blk, rs_or_zero(rs, rs->seq[s].live), rs->block_bytes);
+            rs_ck_insert(rs, s, len, blk);
+        }
+        MEM_ASSERT_OK(m);
+    }
+    bd_free(lens);
+    bd_free(victims);
+    return st;
+}
+
+/* ---- invariants -------------------------------------------------------------------------------------------- */
+
+braid_status mem_check(const mem *m) {
+    for (uint32_t s = 0; s < m->p.n_seq_max; s++) {
+        const mem_hist *h = &m->hist[s];
+        if (h->len < 0 || h->len > h->cap || (h->len && !h->tok))
+            return bd_error(BRAID_E_INVALID, "memory: seq %u: history length %d / capacity %d", s, h->len, h->cap);
+        int32_t ne = 0;
+        for (int32_t i = 0; i < h->len; i++) {
+            if ((h->tok[i] < 0) != (h->erow[i] >= 0) || (h->erow[i] >= 0 && h->erow[i] != ne))
+                return bd_error(BRAID_E_INVALID, "memory: seq %u input %d: token/embedding row mismatch", s, i);
+            ne += h->erow[i] >= 0;
+        }
+        if (ne != h->n_erow) return bd_error(BRAID_E_INVALID, "memory: seq %u: %d embedding rows, %d counted", s, h->n_erow, ne);
+        if (m->kv) {
+            if ((int32_t)m->kv->len[s] != h->len)
+                return bd_error(BRAID_E_INVALID, "memory: seq %u: %u cells for %d inputs", s, m->kv->len[s], h->len);
+            const int32_t *list = kv_list(m->kv, (int32_t)s);
+            for (int32_t i = 0; i < h->len; i++)
+                if (memcmp(kv_pos(m->kv, list[i]), hist_pos(m, h, i), m->p.n_pos_per_token * sizeof(braid_pos)))
+                    return bd_error(BRAID_E_INVALID, "memory: seq %u input %d: cell positions differ from history", s, i);
+        }
+        if (m->approx[s] >= h->len && h->len > 0)
+            return bd_error(BRAID_E_INVALID, "memory: seq %u: approx_from %d >= length %d", s, m->approx[s], h->len);
+    }
+    if (m->kv) BD_TRY(kv_check(m->kv));
+    if (m->rs) {
+        for (uint32_t s = 0; s < m->p.n_seq_max; s++) BD_TRY(rs_check_seq(m->rs, (int32_t)s, m->hist[s].len));
+        BD_TRY(rs_check_total(m->rs));
+    }
+    return BRAID_OK;
+}

@@ -1,0 +1,99 @@
+/* rs.h — the recurrent memory: for each sequence the live state of every recurrent layer, the rollback buffer
+ * of its last decode and its checkpoints, all as "state blocks".
+ *
+ * A state block holds every recurrent layer of one sequence at one index: layer l's conv window at off_conv[l]
+ * (n_conv[l] floats), then its SSM / delta-rule state at off_ssm[l] (n_ssm[l] floats). Blocks are 64-byte
+ * aligned and recycled through a small pool so a steady decode allocates nothing. A NULL block stands for the
+ * zero state (index 0), which is always available.
+ *
+ * Per sequence (len = the sequence's length, kept by the hybrid layer):
+ *   live                state at index len (NULL: zero)
+ *   rb[0 .. rb_n)       rollback buffer: states at indices rb_lo .. rb_lo + rb_n - 1 (< len), valid as long as the
+ *                       inputs before them are unchanged (the hybrid layer drops what an operation invalidates)
+ *   ck[0 .. n_ck)       checkpoints, ascending index, each a block of its own
+ * Checkpoints of all sequences share one byte budget; rs_ck_plan decides which survive (eviction keeps recent
+ * checkpoints dense and old ones sparse). */
+#ifndef BRAID_MEMORY_RS_H
+#define BRAID_MEMORY_RS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "braid.h"
+
+typedef struct rs_ckpt {
+    int32_t idx;
+    float *blk; /* [block_floats] */
+} rs_ckpt;
+
+typedef struct rs_seq {
+    float *live;   /* [block_floats] or NULL (zero state) */
+    int32_t rb_lo; /* index of rb[0] */
+    int32_t rb_n;  /* valid rollback states */
+    float **rb;    /* [n_rollback + 1] blocks (an entry may be NULL: the zero state) */
+    rs_ckpt *ck;   /* [ck_cap] ascending idx */
+    int32_t n_ck, ck_cap;
+} rs_seq;
+
+typedef struct rs_mem {
+    uint32_t n_layers, n_seq, n_rollback, ck_interval;
+    uint64_t ck_budget;
+    uint64_t ck_max;       /* checkpoint blocks the budget holds */
+    uint64_t *n_conv;      /* [n_layers] floats */
+    uint64_t *n_ssm;       /* [n_layers] floats */
+    size_t *off_conv;      /* [n_layers] floats into a block */
+    size_t *off_ssm;       /* [n_layers] */
+    size_t block_floats, block_bytes;
+    float *zero;           /* [block_floats] zeros, read-only */
+    rs_seq *seq;           /* [n_seq] */
+    float **pool;          /* [pool_cap] free blocks for reuse */
+    uint32_t n_pool, pool_cap;
+    uint64_t n_ck_total;   /* checkpoint blocks held by all sequences */
+} rs_mem;
+
+braid_status rs_new(uint32_t n_seq, uint32_t n_layers, const uint64_t *n_conv, const uint64_t *n_ssm,
+                    uint32_t n_rollback, uint32_t ck_interval, uint64_t ck_budget, rs_mem **out);
+void rs_free(rs_mem *rs);
+
+/* A block from the pool or newly allocated (NULL: out of memory, reason recorded). Give it back with rs_put. */
+float *rs_get(rs_mem *rs);
+void rs_put(rs_mem *rs, float *blk); /* NULL allowed; to the pool, or freed when the pool is full */
+static inline const float *rs_or_zero(const rs_mem *rs, const float *blk) { return blk ? blk : rs->zero; }
+
+/* Grows s's checkpoint array to hold `extra` more entries (capacity only; no visible change). */
+braid_status rs_ck_reserve(rs_mem *rs, int32_t s, int32_t extra);
+/* Index of s's checkpoint at idx, or -1; and of the last checkpoint with index <= idx, or -1. */
+int32_t rs_ck_find(const rs_mem *rs, int32_t s, int32_t idx);
+int32_t rs_ck_floor(const rs_mem *rs, int32_t s, int32_t idx);
+/* Inserts a checkpoint (capacity reserved, no checkpoint at idx yet). */
+void rs_ck_insert(rs_mem *rs, int32_t s, int32_t idx, float *blk);
+/* Drops checkpoint entry i of s (its block goes to the pool). */
+void rs_ck_drop(rs_mem *rs, int32_t s, int32_t i);
+/* Drops s's checkpoints with index > n. */
+void rs_ck_drop_after(rs_mem *rs, int32_t s, int32_t n);
+
+/* Drops s's rollback states with index > n (all of them if n < rb_lo). */
+void rs_rb_drop_after(rs_mem *rs, int32_t s, int32_t n);
+/* Drops everything of s: live, rollback, checkpoints. */
+void rs_clear(rs_mem *rs, int32_t s);
+
+/* Checkpoint planning. A candidate is a checkpoint an operation would add (seq, idx; no checkpoint exists
+ * there yet). Given each sequence's length after the operation (lens[n_seq]), rs_ck_plan lists the existing
+ * checkpoints to evict (victims, capacity n_ck_total; *n_victims) and marks the candidates that survive
+ * (keep[n_cand]), so that the total fits the budget. Deterministic: applying the plan later gives exactly the
+ * planned result. Allocates scratch (BRAID_E_NOMEM). */
+typedef struct rs_cand {
+    int32_t seq, idx;
+} rs_cand;
+braid_status rs_ck_plan(const rs_mem *rs, const int32_t *lens, const rs_cand *cand, int32_t n_cand,
+                        rs_cand *victims, int32_t *n_victims, uint8_t *keep);
+/* The same, as if the existing checkpoints of sequence `gone` (or of every sequence, gone == -2) were
+ * already dropped (a state load replaces them). */
+braid_status rs_ck_plan_ex(const rs_mem *rs, const int32_t *lens, const rs_cand *cand, int32_t n_cand, int32_t gone,
+                           rs_cand *victims, int32_t *n_victims, uint8_t *keep);
+
+/* Invariants of s's states for a sequence of length len (no allocation); rs_check_total after all sequences. */
+braid_status rs_check_seq(const rs_mem *rs, int32_t s, int32_t len);
+braid_status rs_check_total(const rs_mem *rs);
+
+#endif

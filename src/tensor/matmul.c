@@ -1,0 +1,255 @@
+/* matmul.c — y = W·x for every weight type (see matmul.h).
+ *
+ * Two paths:
+ * - F32 weights: register-blocked kernels. A tile of R weight rows × C tokens keeps R·C vector accumulators in
+ *   registers, so each weight vector loaded is used C times and each activation vector R times (AVX-512:
+ *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes). Each output is one accumulator over k in steps of the vector
+ *   width, a masked tail, then a fixed reduction, identical in every tile shape: a token's result does not
+ *   depend on T, the tiling or the thread count.
+ * - Other types: activations converted to vec_dot_type in scratch (threads split the tokens, then meet at a
+ *   barrier), then per (row, token) vec_dot from dot.h, weight rows in blocks that stay in L1/L2 while every
+ *   token passes over them.
+ * Threads own disjoint, contiguous row ranges (bd_split_aligned), so outputs never race. */
+#include "tensor/matmul.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+
+#include "tensor/dot.h"
+#include "tensor/simd.h"
+#include "tensor/types.h"
+
+#if BD_HAVE_X86
+#include <immintrin.h>
+#endif
+
+enum {
+    MM_ROW_BLOCK = 64,  /* weight rows kept hot in L2 while the tokens pass (F32) */
+    MM_QROW_BLOCK = 16, /* weight rows per block for the vec_dot path (a few KiB of quantized rows) */
+};
+
+/* ---- F32 kernels ------------------------------------------------------------------------------------------ */
+
+typedef struct mm_f32 {
+    const float *W; /* [N][K] */
+    const float *x; /* [T][ldx] */
+    float *y;       /* [T][ldy] */
+    int64_t N, K, T, ldx, ldy;
+} mm_f32;
+
+/* Portable: one float accumulator per output, k in order. */
+static void mm_f32_rows_scalar(const mm_f32 *a, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        const float *w = a->W + r * a->K;
+        for (int64_t t = 0; t < a->T; t++) {
+            const float *x = a->x + t * a->ldx;
+            float acc = 0.0f;
+            for (int64_t k = 0; k < a->K; k++) acc += w[k] * x[k];
+            a->y[t * a->ldy + r] = acc;
+        }
+    }
+}
+
+#if BD_HAVE_X86
+#define MM_INLINE static inline __attribute__((always_inline))
+
+BD_TARGET_AVX512 MM_INLINE void mk512(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+                                      const int R, const int C) {
+    __m512 acc[4][6];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 16 <= K; k += 16) {
+        __m512 w[4];
+        for (int r = 0; r < R; r++) w[r] = _mm512_loadu_ps(W + r * K + k);
+        for (int c = 0; c < C; c++) {
+            __m512 xv = _mm512_loadu_ps(x + c * ldx + k);
+            for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(w[r], xv, acc[r][c]);
+        }
+    }
+    if (k < K) {
+        __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
+        __m512 w[4];
+        for (int r = 0; r < R; r++) w[r] = _mm512_maskz_loadu_ps(m, W + r * K + k);
+        for (int c = 0; c < C; c++) {
+            __m512 xv = _mm512_maskz_loadu_ps(m, x + c * ldx + k);
+            for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(w[r], xv, acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) y[c * ldy + r] = _mm512_reduce_add_ps(acc[r][c]);
+}
+
+BD_TARGET_AVX512 static void mk512_4x6(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    mk512(W, K, x, ldx, y, ldy, 4, 6);
+}
+BD_TARGET_AVX512 static void mk512_1x6(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    mk512(W, K, x, ldx, y, ldy, 1, 6);
+}
+BD_TARGET_AVX512 static void mk512_4x1(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    mk512(W, K, x, ldx, y, ldy, 4, 1);
+}
+BD_TARGET_AVX512 static void mk512_1x1(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    mk512(W, K, x, ldx, y, ldy, 1, 1);
+}
+
+BD_TARGET_AVX2 static inline float hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+BD_TARGET_AVX2 MM_INLINE void mk256(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+                                    const int R, const int C) {
+    __m256 acc[4][3];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= K; k += 8) {
+        __m256 w[4];
+        for (int r = 0; r < R; r++) w[r] = _mm256_loadu_ps(W + r * K + k);
+        for (int c = 0; c < C; c++) {
+            __m256 xv = _mm256_loadu_ps(x + c * ldx + k);
+            for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(w[r], xv, acc[r][c]);
+        }
+    }
+    if (k < K) {
+        static const int32_t ones[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+        __m256i m = _mm256_loadu_si256((const __m256i *)(ones + 8 - (K - k)));
+        __m256 w[4];
+        for (int r = 0; r < R; r++) w[r] = _mm256_maskload_ps(W + r * K + k, m);
+        for (int c = 0; c < C; c++) {
+            __m256 xv = _mm256_maskload_ps(x + c * ldx + k, m);
+            for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(w[r], xv, acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) y[c * ldy + r] = hsum256(acc[r][c]);
+}
+
+BD_TARGET_AVX2 static void mk256_4x3(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    mk256(W, K, x, ldx, y, ldy, 4, 3);
+}
+BD_TARGET_AVX2 static void mk256_1x3(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    mk256(W, K, x, ldx, y, ldy, 1, 3);
+}
+BD_TARGET_AVX2 static void mk256_4x1(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    mk256(W, K, x, ldx, y, ldy, 4, 1);
+}
+BD_TARGET_AVX2 static void mk256_1x1(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
+    mk256(W, K, x, ldx, y, ldy, 1, 1);
+}
+
+typedef void (*mk_fn)(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy);
+
+/* Tiles rows [r0, r1) × all tokens with the four kernel shapes of one SIMD level (RxC, 1xC, Rx1, 1x1). */
+static void mm_f32_rows_tiled(const mm_f32 *a, int64_t r0, int64_t r1, int C, mk_fn k_rc, mk_fn k_1c, mk_fn k_r1,
+                              mk_fn k_11) {
+    const int64_t K = a->K, T = a->T, ldx = a->ldx, ldy = a->ldy;
+    for (int64_t rb = r0; rb < r1; rb += MM_ROW_BLOCK) {
+        int64_t rbe = rb + MM_ROW_BLOCK < r1 ? rb + MM_ROW_BLOCK : r1;
+        int64_t t = 0;
+        for (; t + C <= T; t += C) {
+            const float *x = a->x + t * ldx;
+            float *y = a->y + t * ldy;
+            int64_t r = rb;
+            for (; r + 4 <= rbe; r += 4) k_rc(a->W + r * K, K, x, ldx, y + r, ldy);
+            for (; r < rbe; r++) k_1c(a->W + r * K, K, x, ldx, y + r, ldy);
+        }
+        for (; t < T; t++) {
+            const float *x = a->x + t * ldx;
+            float *y = a->y + t * ldy;
+            int64_t r = rb;
+            for (; r + 4 <= rbe; r += 4) k_r1(a->W + r * K, K, x, ldx, y + r, ldy);
+            for (; r < rbe; r++) k_11(a->W + r * K, K, x, ldx, y + r, ldy);
+        }
+    }
+}
+#endif
+
+static void mm_f32_task(void *arg, int ith, int nth) {
+    const mm_f32 *a = arg;
+    int64_t r0, r1;
+    bd_split_aligned(a->N, 4, ith, nth, &r0, &r1);
+    if (r0 >= r1) return;
+#if BD_HAVE_X86
+    switch (bd_simd()) {
+    case BD_SIMD_AVX512: mm_f32_rows_tiled(a, r0, r1, 6, mk512_4x6, mk512_1x6, mk512_4x1, mk512_1x1); return;
+    case BD_SIMD_AVX2: mm_f32_rows_tiled(a, r0, r1, 3, mk256_4x3, mk256_1x3, mk256_4x1, mk256_1x1); return;
+    default: break;
+    }
+#endif
+    mm_f32_rows_scalar(a, r0, r1);
+}
+
+/* ---- other types: convert, then vec_dot ------------------------------------------------------------------ */
+
+typedef struct mm_q {
+    bd_threadpool *tp;
+    const bd_dot_traits *dt;
+    const uint8_t *W; /* N rows of wrow bytes */
+    size_t wrow;
+    const float *x; /* [T][ldx] */
+    uint8_t *xq;    /* [T][xrow] converted activations */
+    size_t xrow;
+    float *y;
+    int64_t N, K, T, ldx, ldy;
+} mm_q;
+
+static void mm_q_task(void *arg, int ith, int nth) {
+    const mm_q *a = arg;
+    int64_t t0, t1;
+    bd_split(a->T, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) a->dt->from_float(a->x + t * a->ldx, a->xq + (size_t)t * a->xrow, a->K);
+    bd_threadpool_barrier(a->tp);
+
+    int64_t r0, r1;
+    bd_split_aligned(a->N, 4, ith, nth, &r0, &r1);
+    for (int64_t rb = r0; rb < r1; rb += MM_QROW_BLOCK) {
+        int64_t rbe = rb + MM_QROW_BLOCK < r1 ? rb + MM_QROW_BLOCK : r1;
+        for (int64_t t = 0; t < a->T; t++) {
+            const uint8_t *xq = a->xq + (size_t)t * a->xrow;
+            float *y = a->y + t * a->ldy;
+            for (int64_t r = rb; r < rbe; r++) a->dt->vec_dot(a->K, &y[r], a->W + (size_t)r * a->wrow, xq);
+        }
+    }
+}
+
+/* ---- entry points ------------------------------------------------------------------------------------------ */
+
+size_t bd_matmul_scratch_size(uint32_t wtype, int64_t K, int64_t T) {
+    if (wtype == BRAID_TYPE_F32 || K <= 0 || T <= 0) return 0;
+    const bd_dot_traits *dt = bd_dot_traits_get(wtype);
+    if (!dt) return 0;
+    size_t row = bd_row_size(dt->vec_dot_type, K), total;
+    if (!bd_mul_size(row, (size_t)T, &total)) return 0;
+    return total;
+}
+
+braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t N, int64_t K, const float *x,
+                       int64_t ldx, int64_t T, float *y, int64_t ldy, void *scratch, size_t scratch_size) {
+    if (N <= 0 || K <= 0 || T < 0 || ldx < K || ldy < N || !W || (T > 0 && (!x || !y)))
+        return bd_error(BRAID_E_INVALID, "matmul: bad shape N=%lld K=%lld T=%lld ldx=%lld ldy=%lld", (long long)N,
+                        (long long)K, (long long)T, (long long)ldx, (long long)ldy);
+    if (T == 0) return BRAID_OK;
+    if (wtype == BRAID_TYPE_F32) {
+        mm_f32 a = {W, x, y, N, K, T, ldx, ldy};
+        bd_threadpool_run(tp, mm_f32_task, &a);
+        return BRAID_OK;
+    }
+    const bd_dot_traits *dt = bd_dot_traits_get(wtype);
+    const bd_type_traits *tt = bd_type_traits_get(wtype);
+    if (!dt || !tt) return bd_error(BRAID_E_UNSUPPORTED, "matmul: no dot product for weight type %u", wtype);
+    size_t wrow = bd_row_size(wtype, K), xrow = bd_row_size(dt->vec_dot_type, K);
+    if (!wrow || !xrow)
+        return bd_error(BRAID_E_INVALID, "matmul: K=%lld is not a multiple of the block size of %s", (long long)K,
+                        tt->name);
+    size_t need = bd_matmul_scratch_size(wtype, K, T);
+    if (!need || !scratch || scratch_size < need)
+        return bd_error(BRAID_E_INVALID, "matmul: scratch of %zu bytes, %zu needed", scratch_size, need);
+    mm_q a = {tp, dt, W, wrow, x, scratch, xrow, y, N, K, T, ldx, ldy};
+    bd_threadpool_run(tp, mm_q_task, &a);
+    return BRAID_OK;
+}

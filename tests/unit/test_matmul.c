@@ -1,0 +1,160 @@
+/* test_matmul.c — y = W·x against a double-precision loop, for F32 weights at every SIMD level and thread count,
+ * and for every other weight type against dequantize(W)·(activations as converted for the dot product).
+ *
+ * Tolerance: a float sum of n products has |error| <= n·eps·Σ|w·x| (standard bound, eps = FLT_EPSILON covers the
+ * product's and each addition's rounding); we allow (K + 16)·eps·Σ|w·x| + 1e-30. A wrong index or a lost tail
+ * gives errors of the order of a whole term, far above that. Beyond accuracy the F32 kernel promises identical
+ * bits whatever T, the tiling or the thread count, which is checked exactly. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/threadpool.h"
+#include "tensor/dot.h"
+#include "tensor/matmul.h"
+#include "tensor/simd.h"
+#include "tensor/types.h"
+#include "test.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+
+/* Checks y against the double product of W (as floats, [N][K]) and x (floats [T][ldx]); returns max error ratio. */
+static double check_against(const float *W, const float *x, int64_t ldx, const float *y, int64_t ldy, int64_t N,
+                            int64_t K, int64_t T, double slack) {
+    double worst = 0;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t n = 0; n < N; n++) {
+            double s = 0, a = 0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = (double)W[n * K + k] * (double)x[t * ldx + k];
+                s += p;
+                a += fabs(p);
+            }
+            double tol = slack * (double)(K + 16) * FLT_EPSILON * a + 1e-30;
+            double r = fabs((double)y[t * ldy + n] - s) / tol;
+            if (r > worst) worst = r;
+        }
+    return worst;
+}
+
+static void test_f32(bd_threadpool *tp4) {
+    const int64_t shapes[][3] = {{1, 1, 1}, {5, 17, 3}, {64, 64, 6}, {67, 100, 13}, {128, 1024, 1},
+                                 {33, 31, 7}, {8, 16, 12}, {130, 257, 25}};
+    int levels = bd_simd_override(BD_SIMD_AVX512) + 1;
+    for (int lv = 0; lv < levels; lv++) {
+        bd_simd_override(lv);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            int64_t N = shapes[si][0], K = shapes[si][1], T = shapes[si][2];
+            int64_t ldx = K + 3, ldy = N + 5;
+            float *W = bd_mallocn((size_t)(N * K), 4), *x = bd_mallocn((size_t)(T * ldx), 4);
+            float *y = bd_calloc((size_t)(T * ldy), 4), *y1 = bd_calloc((size_t)(T * ldy), 4);
+            float *yt = bd_calloc((size_t)ldy, 4);
+            for (int64_t i = 0; i < N * K; i++) W[i] = frand();
+            for (int64_t i = 0; i < T * ldx; i++) x[i] = frand();
+            CHECK_STATUS(bd_matmul(NULL, BRAID_TYPE_F32, W, N, K, x, ldx, T, y1, ldy, NULL, 0), BRAID_OK);
+            double r = check_against(W, x, ldx, y1, ldy, N, K, T, 1.0);
+            CHECK(r <= 1.0, "f32 level %d N=%lld K=%lld T=%lld: error %.3g of bound", lv, (long long)N, (long long)K,
+                  (long long)T, r);
+            CHECK_STATUS(bd_matmul(tp4, BRAID_TYPE_F32, W, N, K, x, ldx, T, y, ldy, NULL, 0), BRAID_OK);
+            CHECK(!memcmp(y, y1, (size_t)(T * ldy) * 4), "f32 level %d N=%lld K=%lld T=%lld: 1 vs 4 threads differ",
+                  lv, (long long)N, (long long)K, (long long)T);
+            /* each token alone gives the same bits as in the batch */
+            int same = 1;
+            for (int64_t t = 0; t < T; t++) {
+                CHECK_STATUS(bd_matmul(tp4, BRAID_TYPE_F32, W, N, K, x + t * ldx, ldx, 1, yt, ldy, NULL, 0), BRAID_OK);
+                same &= !memcmp(yt, y1 + t * ldy, (size_t)N * 4);
+            }
+            CHECK(same, "f32 level %d N=%lld K=%lld T=%lld: token alone differs from batch", lv, (long long)N,
+                  (long long)K, (long long)T);
+            /* padding between rows untouched */
+            int pad_ok = 1;
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t n = N; n < ldy; n++) pad_ok &= y1[t * ldy + n] == 0.0f;
+            CHECK(pad_ok, "f32 writes only N outputs per row");
+            bd_free(W);
+            bd_free(x);
+            bd_free(y);
+            bd_free(y1);
+            bd_free(yt);
+        }
+    }
+    bd_simd_override(BD_SIMD_AVX512);
+}
+
+/* Every other weight type: quantize random rows with the type's reference quantizer, then compare bd_matmul
+ * with the double product of the dequantized weights and the activations converted as the dot product sees
+ * them (vec_dot_type round trip). */
+static void test_types(bd_threadpool *tp) {
+    const uint32_t types[] = {BRAID_TYPE_F16, BRAID_TYPE_BF16, BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_0,
+                              BRAID_TYPE_Q4_K, BRAID_TYPE_Q5_K, BRAID_TYPE_Q6_K};
+    const int64_t N = 37, K = 512, T = 9;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        uint32_t wt = types[ti];
+        const bd_type_traits *tt = bd_type_traits_get(wt);
+        const bd_dot_traits *dt = bd_dot_traits_get(wt);
+        CHECK(tt && dt, "type %u has traits and a dot product", wt);
+        if (!tt || !dt) continue;
+        const bd_type_traits *vt = bd_type_traits_get(dt->vec_dot_type);
+        CHECK(vt != NULL, "vec_dot_type %u of %s has traits", dt->vec_dot_type, tt->name);
+        if (!vt) continue;
+        size_t wrow = bd_row_size(wt, K), xrow = bd_row_size(dt->vec_dot_type, K);
+        float *Wf = bd_mallocn((size_t)(N * K), 4), *Wd = bd_mallocn((size_t)(N * K), 4);
+        float *x = bd_mallocn((size_t)(T * K), 4), *xd = bd_mallocn((size_t)(T * K), 4);
+        float *y = bd_calloc((size_t)(T * N), 4), *y1 = bd_calloc((size_t)(T * N), 4);
+        uint8_t *Wq = bd_malloc(wrow * (size_t)N), *xq = bd_malloc(xrow);
+        size_t ss = bd_matmul_scratch_size(wt, K, T);
+        void *scratch = bd_malloc(ss);
+        for (int64_t i = 0; i < N * K; i++) Wf[i] = frand();
+        for (int64_t i = 0; i < T * K; i++) x[i] = frand();
+        for (int64_t n = 0; n < N; n++) {
+            tt->from_float(Wf + n * K, Wq + (size_t)n * wrow, K);
+            tt->to_float(Wq + (size_t)n * wrow, Wd + n * K, K);
+        }
+        for (int64_t t = 0; t < T; t++) {
+            dt->from_float(x + t * K, xq, K);
+            vt->to_float(xq, xd + t * K, K);
+        }
+        CHECK(ss == xrow * (size_t)T, "%s scratch size %zu", tt->name, ss);
+        CHECK_STATUS(bd_matmul(NULL, wt, Wq, N, K, x, K, T, y1, N, scratch, ss), BRAID_OK);
+        /* Integer dot products of quantized blocks are exact; what is left is float rounding of block sums
+         * (and for K-quants the per-sub-block scales), within a few times the F32 bound. */
+        double r = check_against(Wd, xd, K, y1, N, N, K, T, 4.0);
+        CHECK(r <= 1.0, "%s: error %.3g of bound", tt->name, r);
+        CHECK_STATUS(bd_matmul(tp, wt, Wq, N, K, x, K, T, y, N, scratch, ss), BRAID_OK);
+        CHECK(!memcmp(y, y1, (size_t)(T * N) * 4), "%s: 1 vs N threads differ", tt->name);
+        CHECK_STATUS(bd_matmul(NULL, wt, Wq, N, K, x, K, T, y1, N, scratch, ss - 1), BRAID_E_INVALID);
+        if (tt->blck_size > 1) /* K not a multiple of the block */
+            CHECK_STATUS(bd_matmul(NULL, wt, Wq, N, K - 1, x, K, T, y1, N, scratch, ss), BRAID_E_INVALID);
+        bd_free(Wf);
+        bd_free(Wd);
+        bd_free(x);
+        bd_free(xd);
+        bd_free(y);
+        bd_free(y1);
+        bd_free(Wq);
+        bd_free(xq);
+        bd_free(scratch);
+    }
+}
+
+int main(void) {
+    bd_threadpool *tp = NULL;
+    CHECK_STATUS(bd_threadpool_new(4, &tp), BRAID_OK);
+    test_f32(tp);
+    test_types(tp);
+
+    float w[4] = {1, 2, 3, 4}, xx[2] = {1, 1}, yy[2];
+    CHECK_STATUS(bd_matmul(NULL, 99, w, 2, 2, xx, 2, 1, yy, 2, NULL, 0), BRAID_E_UNSUPPORTED);
+    CHECK_STATUS(bd_matmul(NULL, BRAID_TYPE_F32, w, 2, 2, xx, 1, 1, yy, 2, NULL, 0), BRAID_E_INVALID);
+    CHECK_STATUS(bd_matmul(NULL, BRAID_TYPE_F32, w, 0, 2, xx, 2, 1, yy, 2, NULL, 0), BRAID_E_INVALID);
+    CHECK_STATUS(bd_matmul(NULL, BRAID_TYPE_F32, w, 2, 2, xx, 2, 0, yy, 2, NULL, 0), BRAID_OK);
+    bd_threadpool_free(tp);
+    TEST_MAIN_END();
+}

@@ -1,0 +1,231 @@
+/* bench_util.h — the measurements shared by `braid bench` (tools/cmd_bench.c) and the two-engine benchmark
+ * (bench/llama_vs_braid.c), so that both report the same figures the same way:
+ *   - braid's prompt processing (one n_prompt-token batch from an empty context, logits for the last input
+ *     only) and generation (n_gen single-token decodes from an empty context), in tokens per second, with
+ *     random tokens as llama-bench uses, after one short warm-up;
+ *   - the memory bandwidth: a streaming read of a buffer much larger than the last-level cache, split over the
+ *     same number of threads as the inference;
+ *   - the weight bytes one generated token reads: every weight tensor once, except the token embedding, of
+ *     which one row is read (unless it doubles as the output matrix, i.e. there is no output.weight).
+ * The decode roofline is bandwidth / weight bytes per token: the generation speed if nothing but the weights
+ * had to cross the memory bus (state and KV reads are small next to them at these lengths).
+ *
+ * Header-only (static functions) because the braid command and the bench executables are separate programs
+ * that share no library beyond libbraid. */
+#ifndef BRAID_TOOLS_BENCH_UTIL_H
+#define BRAID_TOOLS_BENCH_UTIL_H
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/status.h"
+#include "braid.h"
+
+static inline double bench_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Mean and sample standard deviation of v[0..n). */
+typedef struct {
+    double mean, sd;
+} bench_stat;
+
+static inline bench_stat bench_stats(const double *v, int n) {
+    bench_stat s = {0.0, 0.0};
+    if (n <= 0) return s;
+    for (int i = 0; i < n; i++) s.mean += v[i];
+    s.mean /= n;
+    if (n > 1) {
+        for (int i = 0; i < n; i++) s.sd += (v[i] - s.mean) * (v[i] - s.mean);
+        s.sd = sqrt(s.sd / (n - 1));
+    }
+    return s;
+}
+
+/* A deterministic token stream for benchmarks (the values do not matter, only that they vary). */
+static inline braid_token bench_token(uint64_t *state, int32_t n_vocab) {
+    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+    return (braid_token)((*state >> 33) % (uint64_t)n_vocab);
+}
+
+/* ---- memory bandwidth ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum;
+} bench_bw_slice;
+
+static void *bench_bw_worker(void *arg) {
+    bench_bw_slice *s = arg;
+    /* Four independent accumulators keep the loop load-bound rather than add-latency-bound; the compiler
+     * vectorizes it. The sum is kept so the reads cannot be optimized away. */
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    size_t i = 0;
+    for (; i + 4 <= s->n; i += 4) {
+        a += s->p[i];
+        b += s->p[i + 1];
+        c += s->p[i + 2];
+        d += s->p[i + 3];
+    }
+    for (; i < s->n; i++) a += s->p[i];
+    s->sum = a + b + c + d;
+    return NULL;
+}
+
+/* Streaming-read bandwidth in bytes per second over `bytes` bytes with n_threads threads (best of reps
+ * passes). Returns 0 if the buffer cannot be allocated. */
+static inline double bench_bandwidth(size_t bytes, int n_threads, int reps) {
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > 256) n_threads = 256;
+    size_t n = bytes / sizeof(uint64_t);
+    uint64_t *buf = malloc(n * sizeof *buf);
+    if (!buf) return 0.0;
+    for (size_t i = 0; i < n; i++) buf[i] = i; /* touch every page so no fault is timed */
+    pthread_t th[256];
+    bench_bw_slice sl[256];
+    double best = 0.0;
+    uint64_t sink = 0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = bench_now();
+        int started[256] = {0};
+        for (int t = 0; t < n_threads; t++) {
+            size_t lo = n * (size_t)t / (size_t)n_threads, hi = n * (size_t)(t + 1) / (size_t)n_threads;
+            sl[t] = (bench_bw_slice){buf + lo, hi - lo, 0};
+        }
+        for (int t = 1; t < n_threads; t++) started[t] = !pthread_create(&th[t], NULL, bench_bw_worker, &sl[t]);
+        bench_bw_worker(&sl[0]);
+        for (int t = 1; t < n_threads; t++) {
+            if (started[t]) pthread_join(th[t], NULL);
+            else bench_bw_worker(&sl[t]); /* could not start a thread: read that slice here */
+        }
+        double dt = bench_now() - t0;
+        for (int t = 0; t < n_threads; t++) sink += sl[t].sum;
+        double bw = (double)(n * sizeof *buf) / dt;
+        if (bw > best) best = bw;
+    }
+    free(buf);
+    if (sink == 1) fputc(' ', stderr); /* keeps the sums observable */
+    return best;
+}
+
+/* ---- weight bytes per generated token ---------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t total;     /* all tensor bytes in the file */
+    uint64_t per_token; /* bytes one decoded token reads */
+    uint32_t type;      /* the most common weight type by bytes (for the table) */
+    uint64_t by_type[64];
+} bench_weights;
+
+/* Counts one tensor of the model file. `has_output` says the file has an output.weight, i.e. the token
+ * embedding is not also the output matrix; then a decoded token reads one row of it (of n_rows). Each program
+ * walks the file with its own GGUF reader (braid's and ggml's headers cannot be included together). */
+static inline void bench_weight_add(bench_weights *w, const char *name, uint64_t nbytes, uint32_t type,
+                                    int64_t n_rows, int has_output) {
+    w->total += nbytes;
+    if (type < 64) w->by_type[type] += nbytes;
+    if (!strcmp(name, "token_embd.weight") && has_output && n_rows > 0) nbytes /= (uint64_t)n_rows;
+    w->per_token += nbytes;
+    w->type = 0;
+    for (uint32_t k = 1; k < 64; k++)
+        if (w->by_type[k] > w->by_type[w->type]) w->type = k;
+}
+
+static inline const char *bench_type_name(uint32_t t) {
+    switch (t) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 8: return "Q8_0";
+    case 12: return "Q4_K";
+    case 13: return "Q5_K";
+    case 14: return "Q6_K";
+    case 30: return "BF16";
+    default: return "?";
+    }
+}
+
+/* ---- braid -------------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int n_prompt, n_gen, reps, n_threads;
+    uint64_t seed;
+} bench_cfg;
+
+/* Decodes n tokens as one batch from position 0 (after clearing), logits for the last one only; *dt gets the
+ * time of the decode. */
+static inline braid_status bench_braid_pp(braid_context *ctx, const braid_token *toks, int n, double *dt) {
+    braid_seq_clear(ctx, -1);
+    double t0 = bench_now();
+    braid_batch b = {.n_tokens = n, .token = toks};
+    BD_TRY(braid_decode(ctx, &b));
+    *dt = bench_now() - t0;
+    return BRAID_OK;
+}
+
+/* Decodes n tokens one at a time from an empty context; *dt gets the total time. */
+static inline braid_status bench_braid_tg(braid_context *ctx, const braid_token *toks, int n, double *dt) {
+    braid_seq_clear(ctx, -1);
+    double t0 = bench_now();
+    for (int i = 0; i < n; i++) {
+        braid_batch b = {.n_tokens = 1, .token = &toks[i]};
+        BD_TRY(braid_decode(ctx, &b));
+    }
+    *dt = bench_now() - t0;
+    return BRAID_OK;
+}
+
+/* Runs braid's pp and tg tests: pp_tps[reps], tg_tps[reps] in tokens per second. */
+static inline braid_status bench_braid(const char *path, const bench_cfg *c, double *pp_tps, double *tg_tps) {
+    braid_model *model = NULL;
+    braid_context *ctx = NULL;
+    braid_token *toks = NULL;
+    braid_model_params mp = braid_model_default_params();
+    braid_status s = braid_model_load(path, &mp, &model);
+    if (s != BRAID_OK) return s;
+    braid_context_params cp = braid_context_default_params();
+    int n_max = c->n_prompt > c->n_gen ? c->n_prompt : c->n_gen;
+    cp.n_ctx = (uint32_t)(c->n_prompt + c->n_gen);
+    cp.n_batch = (uint32_t)(c->n_prompt > 0 ? c->n_prompt : 1);
+    if (c->n_threads > 0) cp.n_threads = (uint32_t)c->n_threads;
+    s = braid_context_new(model, &cp, &ctx);
+    if (s != BRAID_OK) goto done;
+    toks = malloc((size_t)(n_max > 0 ? n_max : 1) * sizeof *toks);
+    if (!toks) {
+        s = BRAID_E_NOMEM;
+        goto done;
+    }
+    uint64_t rng = c->seed;
+    int32_t n_vocab = braid_model_n_vocab(model);
+    for (int i = 0; i < n_max; i++) toks[i] = bench_token(&rng, n_vocab);
+    double dt;
+    /* Warm-up: page the weights in and let the thread pool start. */
+    if (c->n_prompt > 0 && (s = bench_braid_pp(ctx, toks, c->n_prompt < 32 ? c->n_prompt : 32, &dt)) != BRAID_OK)
+        goto done;
+    if (c->n_gen > 0 && (s = bench_braid_tg(ctx, toks, c->n_gen < 4 ? c->n_gen : 4, &dt)) != BRAID_OK) goto done;
+    for (int r = 0; r < c->reps; r++) {
+        if (c->n_prompt > 0) {
+            if ((s = bench_braid_pp(ctx, toks, c->n_prompt, &dt)) != BRAID_OK) goto done;
+            pp_tps[r] = c->n_prompt / dt;
+        }
+        if (c->n_gen > 0) {
+            if ((s = bench_braid_tg(ctx, toks, c->n_gen, &dt)) != BRAID_OK) goto done;
+            tg_tps[r] = c->n_gen / dt;
+        }
+    }
+done:
+    free(toks);
+    braid_context_free(ctx);
+    braid_model_free(model);
+    return s;
+}
+
+#endif
