@@ -3,11 +3,12 @@
  * Prints: memory bandwidth (streaming read of a buffer far larger than the caches: the roofline's denominator),
  * F32 matmul GFLOP/s in the prompt-processing shape (T=512 tokens, 1024x1024 weights), and matrix-vector
  * (decode) GB/s of weight bytes per weight type. Usage: bench_kernels [-t threads] [-T tokens] [-n N] [-k K]
- * [-r seconds per figure]. Figures are medians of repeated runs; nothing is asserted. */
+ * [-r seconds per figure] [-y only this type] [-m MiB of weights per matvec matrix, default 768]. Figures are medians of repeated runs; nothing is asserted. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "base/alloc.h"
@@ -117,14 +118,18 @@ int main(int argc, char **argv) {
     int threads = 2;
     int64_t T = 512, N = 1024, K = 1024;
     double budget = 1.0;
+    const char *only = NULL; /* -y TYPE: matvec/matmul figures for that type only */
+    int64_t mib = 768;       /* -m MiB of weights per matvec matrix */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-T")) T = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-n")) N = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-k")) K = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "-r")) budget = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "-y")) only = argv[i + 1];
+        else if (!strcmp(argv[i], "-m")) mib = atoll(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [-t threads] [-T tokens] [-n N] [-k K] [-r seconds]\n", argv[0]);
+            fprintf(stderr, "usage: %s [-t threads] [-T tokens] [-n N] [-k K] [-r seconds] [-y type] [-m MiB]\n", argv[0]);
             return 2;
         }
     }
@@ -167,12 +172,13 @@ int main(int argc, char **argv) {
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t ty = types[ti];
         const bd_type_traits *tt = bd_type_traits_get(ty);
+        if (only && tt && strcasecmp(only, tt->name)) continue;
         if (!tt || (ty != BRAID_TYPE_F32 && !bd_dot_traits_get(ty))) {
             printf("matvec type %u: not available in this build\n", ty);
             continue;
         }
         size_t rs = bd_row_size(ty, Kv);
-        int64_t Nv = (int64_t)(((size_t)768 << 20) / rs) & ~(int64_t)63;
+        int64_t Nv = (int64_t)(((size_t)mib << 20) / rs) & ~(int64_t)63;
         uint8_t *Wq = bd_malloc(rs * (size_t)Nv);
         size_t ss = bd_matmul_scratch_size(ty, Kv, T);
         void *scratch = ss ? bd_malloc(ss) : NULL;

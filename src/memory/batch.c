@@ -75,7 +75,7 @@ static braid_status plan_rs(mem *m, mem_batch *b) {
             st = BRAID_E_NOMEM;
             break;
         }
-        if (R > 0) {
+        if (R > 0 && q->n_new <= R) { /* design.md §2: a decode of k <= n_rollback inputs */
             q->rb_lo = len1 - R > len0 ? len1 - R : len0;
             q->snap_lo = q->rb_lo > len0 + 1 ? q->rb_lo : len0 + 1;
             int32_t n_snap = len1 - q->snap_lo;

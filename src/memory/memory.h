@@ -76,7 +76,8 @@ typedef struct mem_params {
     const uint64_t *n_ssm;            /* [n_rs_layers] floats of the SSM / delta-rule state */
     uint32_t checkpoint_interval;     /* automatic checkpoint at every multiple of this index (0: off) */
     uint64_t checkpoint_budget_bytes; /* checkpoint blocks of all sequences together */
-    uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence (0: off) */
+    uint32_t n_rollback;              /* a decode of k <= n_rollback inputs of a sequence keeps the state before
+                                       * each of them (truncation back into it needs no replay); 0: off */
     uint32_t n_ubatch;                /* rows per ubatch of the replay batches the memory builds (0: 512) */
 } mem_params;
 

@@ -661,6 +661,7 @@ braid_status mem_state_load(mem *m, int32_t s, uint64_t fingerprint, const void 
             memcpy(kv_pos_rot(kv, d), cells + (size_t)c * np * 8 + np * 4, np * 4);
             kv->order[d] = kv->next_order++;
         }
+        if (nc) kv->maybe_stale = 1; /* saved cells may carry positions their K rows are not rotated for yet */
         const uint8_t *rows = cells + (size_t)nc * np * 8;
         for (uint32_t l = 0; l < kv->n_layers; l++) {
             for (int32_t c = 0; c < nc; c++, rows += kv_k_row(kv, l))

@@ -169,7 +169,7 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
 
 braid_status mem_batch_ubatch(const mem *m, const mem_batch *b, int32_t u, mem_ubatch *out) {
     if (u < 0 || u >= b->n_ub) return bd_error(BRAID_E_RANGE, "memory: ubatch %d of %d", u, b->n_ub);
-    if (m->kv && kv_count_stale(m->kv))
+    if (m->kv && m->kv->maybe_stale && kv_count_stale(m->kv))
         return bd_error(BRAID_E_INVALID, "memory: K rows of shifted cells are not re-rotated yet (mem_kv_rotate)");
     int32_t r0 = b->ub_row0[u];
     size_t np = m->p.n_pos_per_token;

@@ -4,7 +4,8 @@
  * only reached after dot.c has checked CPUID. The quantized dots use the u8 x s8 multiply-add (maddubs): the
  * weights' levels are unsigned (nibbles 0..15, Q5_K 0..31, Q6_K 0..63) and the activations are signed; the
  * constant offsets (Q4_0's -8, Q6_K's -32) come out of the activation sums. Pair sums stay far from int16
- * saturation (63 * 127 * 2 < 32767). Within a block the sums are exact integers, as in the portable code. */
+ * saturation (63 * 127 * 2 < 32767). Within a block the sums are integers, converted to float once per block.
+ * Block scales are converted 8 at a time; vec_dot_n is a loop over vec_dot at this level. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -211,12 +212,13 @@ AVX2 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, 
                 hb = _mm256_srli_epi16(hb, 2);
             }
             isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(a)), scale_of(sc8, j)));
-            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(a + 32)), scale_of(sc8, j + 1)));
+            isum1 = _mm256_add_epi32(isum1,
+                                     _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(a + 32)), scale_of(sc8, j + 1)));
         }
         const __m128 dd = k_d_dmin(xb, y[i].d);
         acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
-        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(k_min_lanes(m, y[i].bsums)),
-                               macc);
+        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                               _mm256_cvtepi32_ps(k_min_lanes(m, y[i].bsums)), macc);
     }
     return hsum_ps(_mm256_sub_ps(acc, macc));
 }
@@ -240,14 +242,18 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
         /* The 16 signed scales in both 128-bit lanes; SC2(k) makes int16 lanes of scale k (low lane) and k+1
          * (high lane): pshufb copies the byte into both halves of each int16, the arithmetic shift sign-extends. */
         const __m256i scb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[i].scales));
-#define SC2(k) _mm256_srai_epi16(_mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi8((k) + 1), _mm_set1_epi8(k))), 8)
+#define SC2(k)                                                                                                 \
+    _mm256_srai_epi16(_mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi8((k) + 1), _mm_set1_epi8(k))), 8)
         __m256i isum0 = _mm256_setzero_si256(), isum1 = isum0;
         for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128) {
             const __m256i l0 = load32(ql), l1 = load32(ql + 32), hb = load32(qh);
             /* Levels 0..63: a nibble from ql and two bits from qh moved to bits 4-5. */
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two));
+            const __m256i q1 =
+                _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two));
+            const __m256i q2 =
+                _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two));
+            const __m256i q3 =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two));
             const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), two));
             /* Each 128-bit half of a product vector is one sub-block of 16. */
@@ -262,7 +268,8 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
         /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        oacc = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y[i].bsums))), oacc);
+        oacc = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y[i].bsums))),
+                               oacc);
     }
     *s = hsum_ps(_mm256_sub_ps(acc, oacc));
 }

@@ -5,7 +5,12 @@
  * 512-bit vectors holding two 32-element sub-blocks (or two Q8_0 blocks): VNNI's u8 x s8 -> s32 (vpdpbusd)
  * for the blocks of 32, and u8 x s8 -> s16 pairs (vpmaddubsw) followed by VNNI's s16 x s16 -> s32 (vpdpwssd)
  * with the sub-block scales for the K-quants, so no int32 multiply is needed. Constant offsets and K-quant
- * mins are taken from the activation sums and accumulated as vectors (no horizontal sum per block). */
+ * mins are taken from the activation sums and accumulated as vectors (no horizontal sum per block).
+ *
+ * On these CPUs 512-bit work issues on two ports only, and that, not memory, bounds a single thread here; so
+ * the code spends few vector instructions per block: fp16 block scales are converted 8 at a time, K-quant
+ * nibbles are split from one broadcast load with a per-half shift, and the multi-row versions (vec_dot_n)
+ * decode a weight block once for up to 4 activation rows. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -380,7 +385,8 @@ AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const ui
              * of the same vector are those of levels 64..95 and 96..127. */
             const __m512i hz = _mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(qh)), shift2);
             lv[2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), top2));
-            lv[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_and_si512(hz, top2));
+            lv[2 * h + 1] =
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_and_si512(hz, top2));
             sv[2 * h] = _mm512_permutexvar_epi16(idx, scz);
             idx = _mm512_add_epi16(idx, four);
             sv[2 * h + 1] = _mm512_permutexvar_epi16(idx, scz);
@@ -396,8 +402,8 @@ AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const ui
             const float d = xd * y->d;
             acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(isum), acc[j]);
             /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
-            oacc[j] = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y->bsums))),
-                                      oacc[j]);
+            oacc[j] = _mm256_fmadd_ps(_mm256_set1_ps(32 * d),
+                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y->bsums))), oacc[j]);
         }
     }
     for (int j = 0; j < ny; j++) s[j * bs] = _mm512_reduce_add_ps(acc[j]) - hsum256(oacc[j]);

@@ -173,7 +173,9 @@ static void test_save_pending_rollback(void) {
     mem *m = new_mem(t);
     CHECK_STATUS(decode_tokens(t, m, 0, 10, 1, 16), BRAID_OK);
     CHECK_STATUS(decode_tokens(t, m, 2, 7, 40, 16), BRAID_OK);
-    CHECK_STATUS(mem_seq_copy(m, 0, 1, 6, &(mem_batch *){NULL}), BRAID_OK); /* shared cells */
+    mem_batch *rb;
+    CHECK_STATUS(mem_seq_copy(m, 0, 1, 6, &rb), BRAID_OK); /* shared cells */
+    if (rb) CHECK_STATUS(toy_run(t, m, rb, -1), BRAID_OK);
     CHECK_STATUS(decode_tokens(t, m, 0, 4, 900, 16), BRAID_OK);            /* 4 speculative drafts */
     int32_t lo, hi;
     mem_seq_rollback_range(m, 0, &lo, &hi);
@@ -190,7 +192,6 @@ static void test_save_pending_rollback(void) {
     mem_seq_rollback_range(m2, 0, &lo, &hi);
     CHECK(lo == 10 && hi == 14, "rollback survives save/load: [%d, %d]", lo, hi);
     /* verify keeps 2 drafts on both: a rollback (no replay), identical results */
-    mem_batch *rb;
     CHECK_STATUS(mem_seq_truncate(m, 0, 12, &rb), BRAID_OK);
     CHECK(rb == NULL, "rollback, no replay");
     CHECK_STATUS(mem_seq_truncate(m2, 0, 12, &rb), BRAID_OK);
@@ -567,7 +568,31 @@ static void test_params(void) {
     CHECK(m == NULL, "no memory on failure");
 }
 
-int main(void) {
+/* --corpus DIR: writes the state fuzzer's seeds. */
+static int write_corpus(const char *dir) {
+    const toy_layout *t = &toy_fuzz_layout;
+    mem *m = new_mem(t), *e = new_mem(t);
+    if (!m || !e || toy_fuzz_fill(m) != BRAID_OK) return 1;
+    struct {
+        const mem *m;
+        int32_t s;
+        const char *name;
+    } seeds[] = {{m, -1, "whole"}, {m, 0, "seq0"}, {m, 1, "seq1_shared"}, {m, 2, "seq2_embd"}, {e, -1, "empty"}};
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+        if (mem_state_save_file(seeds[i].m, seeds[i].s, TOY_FUZZ_FP, "fuzz", path) != BRAID_OK) {
+            fprintf(stderr, "%s: %s\n", path, braid_last_error());
+            return 1;
+        }
+    }
+    mem_free(m);
+    mem_free(e);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--corpus")) return write_corpus(argv[2]);
     test_params();
     test_mrope_image();
     test_remove_truncate_refuse();
