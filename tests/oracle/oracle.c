@@ -6,7 +6,8 @@
  *               [--fa on|off|auto] [--kv-unified 0|1] [--default-bufts] [--verbose]
  * Defaults are the strict reference set-up of design.md §7: F32 K/V cache, flash attention off, no extra
  * (AMX / repacked) weight buffers, a unified KV cache. --default-bufts, --kv f16 and --fa auto give what a
- * user of llama.cpp gets.
+ * user of llama.cpp gets. --threads defaults to 1: ggml's workers spin while they wait, and on a loaded
+ * 2-core machine two of them made a 0.1 s run take 3-4 s (measured); benchmarks pass their own count.
  *
  * Protocol. One command per line on stdin; every command gets exactly one reply line on stdout, which starts
  * with "ok" (maybe followed by values) or "err <reason>" (the command failed inside llama.cpp; the driver
@@ -519,7 +520,7 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     const char *path = NULL;
-    int32_t n_ctx = 4096, n_batch = 0, n_ubatch = 512, n_threads = 2, n_seq_max = 4, unified = 1, default_bufts = 0;
+    int32_t n_ctx = 4096, n_batch = 0, n_ubatch = 512, n_threads = 1, n_seq_max = 4, unified = 1, default_bufts = 0;
     enum ggml_type kv = GGML_TYPE_F32;
     enum llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     for (int i = 1; i < argc; i++) {
