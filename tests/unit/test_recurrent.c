@@ -119,10 +119,12 @@ static void l2n(float *x, int n) {
 }
 
 static void test_gdn(bd_threadpool *tp, int lv) {
-    const int shapes[][3] = {{1, 1, 16}, {2, 4, 32}, {2, 6, 24}, {1, 2, 7}, {1, 3, 128}};
+    /* H_k, H_v, S, T: S = 64 and 128 take the register-resident path, whose token blocks are 32 long */
+    const int shapes[][4] = {{1, 1, 16, 12}, {2, 4, 32, 12}, {2, 6, 24, 12}, {1, 2, 7, 12}, {1, 3, 128, 12},
+                             {2, 4, 64, 40}, {1, 2, 128, 33}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int H_k = shapes[si][0], H_v = shapes[si][1], S = shapes[si][2];
-        const int64_t T = 12, ldq = H_k * S + 5, ldv = H_v * S + 3, ldo = H_v * S + 1;
+        const int64_t T = shapes[si][3], ldq = H_k * S + 5, ldv = H_v * S + 3, ldo = H_v * S + 1;
         float *q = randv(T * ldq, 1), *k = randv(T * ldq, 1), *v = randv(T * ldv, 1);
         float *g = bd_mallocn((size_t)(T * H_v), 4), *beta = bd_mallocn((size_t)(T * H_v), 4);
         for (int64_t t = 0; t < T; t++)
@@ -137,7 +139,7 @@ static void test_gdn(bd_threadpool *tp, int lv) {
         const size_t ss = (size_t)H_v * S * S;
         float *st0 = randv((int64_t)ss, 0.5f), *st = bd_mallocn(ss, 4), *o = bd_calloc((size_t)(T * ldo), 4);
         float *snapbuf = bd_mallocn(ss * (size_t)T, 4);
-        float *snap[12];
+        float *snap[64];
         for (int t = 0; t < T; t++) snap[t] = t % 3 == 1 ? NULL : snapbuf + ss * (size_t)t;
         memcpy(st, st0, ss * 4);
         bd_gdn(NULL, T, H_k, H_v, S, q, ldq, k, ldq, v, ldv, g, beta, st, o, ldo, snap);
@@ -195,10 +197,10 @@ static void test_gdn(bd_threadpool *tp, int lv) {
         CHECK(worst_s <= 1, "gdn level %d H_k=%d H_v=%d S=%d: state %.3g of tolerance", lv, H_k, H_v, S, worst_s);
         CHECK(snaps_ok, "gdn level %d S=%d: snapshots equal the state after their token", lv, S);
 
-        /* in pieces (5 + 1 + 6 tokens), threaded: identical bits */
+        /* in pieces (5 + 1 + the rest), threaded: identical bits */
         float *st2 = bd_mallocn(ss, 4), *o2 = bd_calloc((size_t)(T * ldo), 4);
         memcpy(st2, st0, ss * 4);
-        const int64_t cuts[] = {0, 5, 6, 12};
+        const int64_t cuts[] = {0, 5, 6, T};
         for (int c = 0; c < 3; c++) {
             int64_t a = cuts[c], n = cuts[c + 1] - a;
             bd_gdn(tp, n, H_k, H_v, S, q + a * ldq, ldq, k + a * ldq, ldq, v + a * ldv, ldv, g + a * H_v,
