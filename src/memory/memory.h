@@ -39,6 +39,8 @@
  * running inputs [c, n) again. Then mem_seq_truncate / mem_seq_copy return BRAID_OK with *replay != NULL, a
  * batch of those inputs taken from the sequence's history (all rows kv_write = -1, no logits), which the engine
  * runs exactly like a decode batch; the operation itself happens at mem_batch_commit (abort: nothing happened).
+ * A replay ubatch never mixes token and embedding inputs (its embedding rows are consecutive in memory); a decode
+ * ubatch is all tokens or all embeddings since a braid_batch is.
  * While a batch is pending every other memory operation is refused with BRAID_E_INVALID.
  *
  * Position edits (shift_pos, div_pos) change cell positions at once and mark the K rows stale: the engine calls

@@ -99,6 +99,8 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
         }
         cnt[s]++;
         last_row[s] = r;
+        if (st == BRAID_OK && !in->pos && (int64_t)mem_seq_next_pos(m, s) + cnt[s] - 1 > MEM_POS_MAX)
+            st = bd_error(BRAID_E_RANGE, "memory: batch row %d: sequence %d's next position passes %d", r, s, MEM_POS_MAX);
         if (st == BRAID_OK && (int64_t)m->hist[s].len + cnt[s] > INT32_MAX / 2)
             st = bd_error(BRAID_E_RANGE, "memory: sequence %d would exceed %d inputs", s, INT32_MAX / 2);
     }

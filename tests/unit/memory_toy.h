@@ -90,6 +90,10 @@ static inline void toy_rs_step(const toy_layout *t, const mem *m, float *st, int
 static inline braid_status toy_forward(const toy_layout *t, mem *m, const mem_ubatch *ub) {
     braid_type kt = mem_kv_type(m);
     size_t bf = mem_rs_block_floats(m);
+    for (int32_t r = 1; r < ub->n_rows; r++) /* a ubatch is all tokens or all embeddings */
+        if ((ub->embd[r] != NULL) != (ub->embd[0] != NULL) ||
+            (ub->batch_row[0] < 0 && ub->embd[r] && ub->embd[r] != ub->embd[0] + (size_t)r * t->n_embd))
+            return bd_error(BRAID_E_INVALID, "toy: ubatch row %d mixes input kinds or breaks the embedding block", r);
     for (int32_t k = 0; k < ub->n_runs; k++) {
         const mem_run *ru = &ub->runs[k];
         float *st = ru->rs_dst;

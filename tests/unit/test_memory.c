@@ -460,12 +460,24 @@ static void test_batch_validation(void) {
     CHECK_STATUS(mem_batch_begin(m, &(braid_batch){.n_tokens = 1, .token = tok, .pos = neg}, 4, &mb), BRAID_E_RANGE);
     CHECK_STATUS(mem_batch_begin(m, &(braid_batch){.n_tokens = 1, .token = (braid_token[]){-5}}, 4, &mb), BRAID_E_RANGE);
     CHECK_STATUS(mem_batch_begin(m, &(braid_batch){.n_tokens = 4, .token = tok}, 0, &mb), BRAID_E_INVALID);
+    braid_pos top[4] = {MEM_POS_MAX, MEM_POS_MAX, MEM_POS_MAX, 0};
+    CHECK_STATUS(mem_batch_begin(m, &(braid_batch){.n_tokens = 1, .token = tok, .seq = (braid_seq_id[]){3}, .pos = top},
+                                 4, &mb), BRAID_OK);
+    mem_batch_abort(m, mb);
     size_t n1;
     void *after = save(m, -1, &n1);
     CHECK(n0 == n1 && !memcmp(before, after, n0), "refused batches changed nothing");
     bd_free(before);
     bd_free(after);
 
+    CHECK_STATUS(decode_tokens(t, m, 3, 0, 0, 1), BRAID_E_INVALID);
+    {
+        braid_batch b1 = {.n_tokens = 1, .token = tok, .seq = (braid_seq_id[]){3}, .pos = top};
+        CHECK_STATUS(mem_batch_begin(m, &b1, 4, &mb), BRAID_OK);
+        CHECK_STATUS(toy_run(t, m, mb, -1), BRAID_OK);
+        CHECK_STATUS(decode_tokens(t, m, 3, 1, 1, 4), BRAID_E_RANGE); /* the next default position passes the maximum */
+        mem_seq_clear(m, 3);
+    }
     /* Splitting: any mix of sequences; runs group each sequence's rows in order. */
     braid_token t12[12];
     braid_seq_id s12[12] = {0, 1, 0, 2, 1, 0, 3, 3, 2, 0, 1, 0};
