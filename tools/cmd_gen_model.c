@@ -20,15 +20,16 @@ static void usage(FILE *f) {
     for (const char *const *a = gen_arch_names(); *a; a++) fprintf(f, " %s", *a);
     fprintf(f, "\n  --preset     size (default tiny):");
     for (const char *const *p = gen_preset_names(); *p; p++) fprintf(f, " %s", *p);
-    fprintf(f, "\n"
-               "  --type       matrix type: f32 (default) f16 bf16 q8_0 q4_0 q4_k q5_k q6_k; 1-D tensors and conv\n"
-               "               kernels stay f32; matrices whose rows do not fit the type's blocks fall back to q8_0/f16\n"
-               "  --seed N     weights are a function of (seed, tensor name) (default 1)\n"
-               "  --std X      std of the matrices (default 0.1)\n"
-               "  --vocab F    copy tokenizer.* from this GGUF (default: the qwen35 vocab test file of the oracle\n"
-               "               cache); 'none': a dummy vocabulary of --n-vocab tokens (default 1024)\n"
-               "  overrides:   --ctx --layers --embd --ff --heads --heads-kv --head-dim --rot --conv --state\n"
-               "               --k-heads --v-heads --inner --interval N, --rope-base X, --eps X, --pattern S\n");
+    fprintf(f,
+            "\n"
+            "  --type       matrix type: f32 (default) f16 bf16 q8_0 q4_0 q4_k q5_k q6_k; 1-D tensors and conv\n"
+            "               kernels stay f32; matrices whose rows do not fit the type's blocks fall back to q8_0/f16\n"
+            "  --seed N     weights are a function of (seed, tensor name) (default 1)\n"
+            "  --std X      std of the matrices (default 0.1)\n"
+            "  --vocab F    copy tokenizer.* from this GGUF (default: the qwen35 vocab test file of the oracle\n"
+            "               cache); 'none': a dummy vocabulary of --n-vocab tokens (default 1024)\n"
+            "  overrides:   --ctx --layers --embd --ff --heads --heads-kv --head-dim --rot --conv --state\n"
+            "               --k-heads --v-heads --inner --interval N, --rope-base X, --eps X, --pattern S\n");
 }
 
 static int parse_i64(const char *opt, const char *v, int64_t *out) {
@@ -143,12 +144,20 @@ static int cmd_gen_model(int argc, char **argv) {
     const gen_shape *g = &sum.shape;
     printf("wrote %s: %s %s, seed %llu, %s matrices (std %g)\n", out, p.arch, p.preset, (unsigned long long)p.seed,
            bd_type_traits_get(p.type)->name, (double)p.std);
-    printf("  layers %lld, embd %lld, ff %lld, heads %lld/%lld x %lld (rope %lld), ssm conv %lld state %lld heads %lld/%lld "
-           "inner %lld, interval %lld%s%s, vocab %lld\n",
-           (long long)g->n_layer, (long long)g->n_embd, (long long)g->n_ff, (long long)g->n_head,
-           (long long)g->n_head_kv, (long long)g->head_dim, (long long)g->n_rot, (long long)g->ssm_conv,
-           (long long)g->ssm_state, (long long)g->ssm_groups, (long long)g->ssm_heads, (long long)g->ssm_inner,
-           (long long)g->interval, g->pattern[0] ? ", pattern " : "", g->pattern, (long long)sum.n_vocab);
+    /* the dimensions this architecture has (the others stay unset) */
+    const struct {
+        const char *name;
+        int64_t v;
+    } dims[] = {{"layers", g->n_layer},    {"embd", g->n_embd},       {"ff", g->n_ff},
+                {"heads", g->n_head},      {"heads-kv", g->n_head_kv}, {"head-dim", g->head_dim},
+                {"rot", g->n_rot},         {"conv", g->ssm_conv},     {"state", g->ssm_state},
+                {"k-heads", g->ssm_groups}, {"v-heads", g->ssm_heads}, {"inner", g->ssm_inner},
+                {"interval", g->interval}, {"ctx", g->n_ctx},         {"vocab", sum.n_vocab}};
+    printf(" ");
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].v > 0) printf(" %s %lld", dims[i].name, (long long)dims[i].v);
+    if (g->pattern[0]) printf(" pattern %s", g->pattern);
+    printf("\n");
     printf("  %zu tensors, %.1f M parameters, %.1f MiB of tensor data", sum.n_tensors, (double)sum.n_params / 1e6,
            (double)sum.n_bytes / (1024.0 * 1024.0));
     if (sum.n_fallback) printf(", %zu matrices in q8_0/f16 (rows not a multiple of the type's block)", sum.n_fallback);

@@ -263,7 +263,8 @@ static void cmd_decode_embd(oracle *o, int32_t n, char **line, size_t *cap) {
         if (!read_line(line, cap)) die("decode_embd: input ended after %d of %d row lines", i, n);
         char *f[MAX_ARGS];
         int nf = split(*line, f, MAX_ARGS);
-        if (nf != 3 && nf != 2 + o->n_pos) die("decode_embd: want 'seq out p0 [.. p%d]', got %d fields", o->n_pos - 1, nf);
+        if (nf != 3 && nf != 2 + o->n_pos)
+            die("decode_embd: want 'seq out p0 [.. p%d]', got %d fields", o->n_pos - 1, nf);
         bb.b.n_seq_id[i] = parse_seqs(o, f[0], bb.b.seq_id[i]);
         bb.b.logits[i] = (int8_t)(parse_i32(f[1], "out flag") != 0);
         for (int32_t j = 0; j < o->n_pos; j++) {
@@ -396,7 +397,8 @@ static uint8_t *read_file(const char *path, size_t *n) {
 }
 
 static void cmd_state(oracle *o, int argc, char **argv, int seq, int save) {
-    want_args(argc, seq ? 3 : 2, seq ? 3 : 2, seq ? "state_seq_save|state_seq_load S FILE" : "state_save|state_load FILE");
+    want_args(argc, seq ? 3 : 2, seq ? 3 : 2,
+              seq ? "state_seq_save|state_seq_load S FILE" : "state_save|state_load FILE");
     int32_t s = -1;
     if (seq) {
         s = parse_i32(argv[1], "sequence");
@@ -455,7 +457,8 @@ static int run_command(oracle *o, char **line, size_t *cap) {
         cmd_greedy(o, argc, av);
     } else if (!strcmp(c, "seq_rm")) {
         want_args(argc, 4, 4, "seq_rm S P0 P1");
-        bool ok = llama_memory_seq_rm(o->mem, parse_i32(av[1], "sequence"), parse_i32(av[2], "p0"), parse_i32(av[3], "p1"));
+        bool ok =
+            llama_memory_seq_rm(o->mem, parse_i32(av[1], "sequence"), parse_i32(av[2], "p0"), parse_i32(av[3], "p1"));
         printf("ok %d\n", ok ? 1 : 0);
     } else if (!strcmp(c, "seq_cp")) {
         want_args(argc, 5, 5, "seq_cp S D P0 P1");

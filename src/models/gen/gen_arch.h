@@ -37,7 +37,8 @@ typedef struct gen_arch {
     braid_status (*describe)(const gen_shape *s, int64_t n_vocab, gen_plan *p);
 } gen_arch;
 
-extern const gen_arch gen_arch_qwen35;
+extern const gen_arch gen_arch_qwen35, gen_arch_mamba2, gen_arch_nemotron_h, gen_arch_lfm2, gen_arch_llama,
+    gen_arch_qwen3;
 
 /* For `check`: BRAID_E_INVALID "ARCH: WHAT must be positive (got V)" unless v > 0. */
 BRAID_NODISCARD braid_status gen_check_positive(const char *arch, const char *what, int64_t v);

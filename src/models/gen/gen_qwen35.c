@@ -27,7 +27,8 @@ static braid_status q35_check(gen_shape *s) {
     if (s->ssm_heads % s->ssm_groups)
         return bd_error(BRAID_E_INVALID, "qwen35: v-heads (%lld) must be a multiple of k-heads (%lld)",
                         (long long)s->ssm_heads, (long long)s->ssm_groups);
-    if (s->ssm_conv < 2) return bd_error(BRAID_E_INVALID, "qwen35: conv kernel must be >= 2 (got %lld)", (long long)s->ssm_conv);
+    if (s->ssm_conv < 2)
+        return bd_error(BRAID_E_INVALID, "qwen35: conv kernel must be >= 2 (got %lld)", (long long)s->ssm_conv);
     /* llama.cpp's graph takes head_v_dim = d_inner / H_v, its loader S: they must agree */
     if (s->ssm_inner == GEN_UNSET) s->ssm_inner = s->ssm_state * s->ssm_heads;
     if (s->ssm_inner != s->ssm_state * s->ssm_heads)

@@ -15,7 +15,8 @@
 #include "models/gen/gen_arch.h"
 #include "tensor/types.h"
 
-static const gen_arch *const gen_archs[] = {&gen_arch_qwen35};
+static const gen_arch *const gen_archs[] = {&gen_arch_qwen35, &gen_arch_mamba2, &gen_arch_nemotron_h,
+                                            &gen_arch_lfm2,  &gen_arch_llama,  &gen_arch_qwen3};
 #define GEN_N_ARCHS (sizeof gen_archs / sizeof gen_archs[0])
 
 static const char *const preset_names[GEN_N_PRESETS + 1] = {"tiny", "small", "medium", "0.5b", NULL};
@@ -37,7 +38,9 @@ const char *gen_default_vocab(void) {
         const char *cache = getenv("BRAID_CACHE");
         const char *home = getenv("HOME");
         if (cache && *cache) snprintf(path, sizeof path, "%s/oracle/3.22.1/src/models/ggml-vocab-qwen35.gguf", cache);
-        else snprintf(path, sizeof path, "%s/.cache/braid/oracle/3.22.1/src/models/ggml-vocab-qwen35.gguf", home ? home : ".");
+        else
+            snprintf(path, sizeof path, "%s/.cache/braid/oracle/3.22.1/src/models/ggml-vocab-qwen35.gguf",
+                     home ? home : ".");
     }
     return path;
 }
@@ -74,7 +77,8 @@ braid_status gen_model_shape(const gen_params *p, gen_shape *out) {
     int preset = -1;
     for (int i = 0; i < GEN_N_PRESETS; i++)
         if (p->preset && !strcmp(p->preset, preset_names[i])) preset = i;
-    if (preset < 0) return bd_error(BRAID_E_INVALID, "gen-model: unknown preset '%s'", p->preset ? p->preset : "(null)");
+    if (preset < 0)
+        return bd_error(BRAID_E_INVALID, "gen-model: unknown preset '%s'", p->preset ? p->preset : "(null)");
     gen_shape s = a->presets[preset];
     const gen_shape *o = &p->over;
     apply_override(&s.n_ctx, o->n_ctx);
@@ -180,7 +184,9 @@ braid_status gen_tensor(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, co
     int n = vsnprintf(d->name, sizeof d->name, fmt, ap);
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof d->name) return bd_error(BRAID_E_INVALID, "gen-model: tensor name too long");
-    if (ne0 <= 0 || ne1 < 0) return bd_error(BRAID_E_INVALID, "gen-model: tensor %s has dims {%lld, %lld}", d->name, (long long)ne0, (long long)ne1);
+    if (ne0 <= 0 || ne1 < 0)
+        return bd_error(BRAID_E_INVALID, "gen-model: tensor %s has dims {%lld, %lld}", d->name, (long long)ne0,
+                        (long long)ne1);
     d->n_dims = ne1 > 0 ? 2 : 1;
     d->ne[0] = ne0;
     d->ne[1] = ne1 > 0 ? ne1 : 1;
