@@ -20,6 +20,7 @@ typedef struct conv_job {
     const float *w, *bias;
     int64_t ldy, ldx, C, T;
     int L, silu;
+    float *const *snap;
 } conv_job;
 
 static inline float silu1(float v) { return v / (1.0f + expf(-v)); }
@@ -41,6 +42,8 @@ static void conv_scalar(const conv_job *j, int64_t c0, int64_t c1) {
             j->y[t * j->ldy + c] = j->silu ? silu1(s) : s;
             for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
             if (L > 1) win[L - 2] = xv;
+            if (j->snap && j->snap[t])
+                for (int m = 0; m < L - 1; m++) j->snap[t][c * (L - 1) + m] = win[m];
         }
         for (int m = 0; m < L - 1; m++) st[m] = win[m];
     }
@@ -74,6 +77,12 @@ BD_TARGET_AVX512 static void conv_avx512(const conv_job *j, int64_t c0, int64_t 
             _mm512_mask_storeu_ps(j->y + t * j->ldy + cb, mk, s);
             for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
             if (L > 1) win[L - 2] = xv;
+            if (j->snap && j->snap[t]) {
+                float tmp[CONV_MAX_L][16];
+                for (int m = 0; m < L - 1; m++) _mm512_storeu_ps(tmp[m], win[m]);
+                for (int l = 0; l < nc; l++)
+                    for (int m = 0; m < L - 1; m++) j->snap[t][(cb + l) * (L - 1) + m] = tmp[m][l];
+            }
         }
         for (int m = 0; m < L - 1; m++) _mm512_storeu_ps(st[m], win[m]);
         for (int l = 0; l < nc; l++)
@@ -106,6 +115,12 @@ BD_TARGET_AVX2 static void conv_avx2(const conv_job *j, int64_t c0, int64_t c1) 
             _mm256_storeu_ps(j->y + t * j->ldy + cb, s);
             for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
             if (L > 1) win[L - 2] = xv;
+            if (j->snap && j->snap[t]) {
+                float tmp[CONV_MAX_L][8];
+                for (int m = 0; m < L - 1; m++) _mm256_storeu_ps(tmp[m], win[m]);
+                for (int l = 0; l < 8; l++)
+                    for (int m = 0; m < L - 1; m++) j->snap[t][(cb + l) * (L - 1) + m] = tmp[m][l];
+            }
         }
         for (int m = 0; m < L - 1; m++) _mm256_storeu_ps(st[m], win[m]);
         for (int l = 0; l < 8; l++)
@@ -131,8 +146,8 @@ static void conv_task(void *p, int ith, int nth) {
 }
 
 void bd_conv1d_causal(bd_threadpool *tp, float *y, int64_t ldy, const float *x, int64_t ldx, float *state,
-                      const float *w, const float *bias, int64_t C, int L, int64_t T, int silu) {
+                      const float *w, const float *bias, int64_t C, int L, int64_t T, int silu, float *const *snap) {
     assert(L >= 1 && L <= CONV_MAX_L);
-    conv_job j = {y, x, state, w, bias, ldy, ldx, C, T, L, silu};
+    conv_job j = {y, x, state, w, bias, ldy, ldx, C, T, L, silu, snap};
     bd_threadpool_run(C * T < 8192 ? NULL : tp, conv_task, &j);
 }

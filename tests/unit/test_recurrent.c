@@ -51,7 +51,10 @@ static void test_conv(bd_threadpool *tp, int lv) {
                 float *st0 = randv(C * (L > 1 ? L - 1 : 1), 2);
                 float *st = bd_mallocn((size_t)(C * L), 4), *y = bd_calloc((size_t)(T * ldy), 4);
                 memcpy(st, st0, (size_t)(C * (L - 1)) * 4);
-                bd_conv1d_causal(NULL, y, ldy, x, ldx, st, w, b, C, L, T, silu);
+                /* snapshots after tokens 0, 2, 4, ... (checked against the one-by-one run below) */
+                float *snapbuf = bd_calloc((size_t)(T * C * L), 4), *snap[9];
+                for (int t = 0; t < T; t++) snap[t] = t % 2 ? NULL : snapbuf + (size_t)t * C * L;
+                bd_conv1d_causal(NULL, y, ldy, x, ldx, st, w, b, C, L, T, silu, snap);
                 double worst = 0;
                 int state_ok = 1;
                 for (int64_t c = 0; c < C; c++) {
@@ -83,10 +86,15 @@ static void test_conv(bd_threadpool *tp, int lv) {
                 /* token by token (state carried) and threaded: identical bits */
                 float *y2 = bd_calloc((size_t)(T * ldy), 4);
                 memcpy(st, st0, (size_t)(C * (L - 1)) * 4);
-                for (int64_t t = 0; t < T; t++)
-                    bd_conv1d_causal(tp, y2 + t * ldy, ldy, x + t * ldx, ldx, st, w, b, C, L, 1, silu);
+                int snap_ok = 1;
+                for (int64_t t = 0; t < T; t++) {
+                    bd_conv1d_causal(tp, y2 + t * ldy, ldy, x + t * ldx, ldx, st, w, b, C, L, 1, silu, NULL);
+                    if (snap[t]) snap_ok &= !memcmp(snap[t], st, (size_t)(C * (L - 1)) * 4);
+                }
                 CHECK(!memcmp(y, y2, (size_t)(T * ldy) * 4), "conv level %d L=%d C=%lld: one by one = batch", lv, L,
                       (long long)C);
+                CHECK(snap_ok, "conv level %d L=%d C=%lld: snapshots = state after their token", lv, L, (long long)C);
+                bd_free(snapbuf);
                 bd_free(x);
                 bd_free(w);
                 bd_free(b);
@@ -100,8 +108,8 @@ static void test_conv(bd_threadpool *tp, int lv) {
     float *x = randv(C * T, 1), *w = randv(C * 4, 1), *s1 = randv(C * 3, 1), *sn = bd_mallocn((size_t)C * 3, 4);
     float *y1 = bd_mallocn((size_t)(C * T), 4), *yn = bd_mallocn((size_t)(C * T), 4);
     memcpy(sn, s1, (size_t)C * 3 * 4);
-    bd_conv1d_causal(NULL, y1, C, x, C, s1, w, NULL, C, 4, T, 1);
-    bd_conv1d_causal(tp, yn, C, x, C, sn, w, NULL, C, 4, T, 1);
+    bd_conv1d_causal(NULL, y1, C, x, C, s1, w, NULL, C, 4, T, 1, NULL);
+    bd_conv1d_causal(tp, yn, C, x, C, sn, w, NULL, C, 4, T, 1, NULL);
     CHECK(!memcmp(y1, yn, (size_t)(C * T) * 4) && !memcmp(s1, sn, (size_t)C * 3 * 4), "conv: 1 vs N threads");
     bd_free(x);
     bd_free(w);
