@@ -90,6 +90,34 @@ AVX2 static void to_fp16_act(const float *x, void *dst, int64_t k) {
     for (; i < k; i++) y[i] = bd_fp32_to_fp16(x[i]);
 }
 
+/* Q8_0 activations, the same bytes as bd_quantize_row_q8_0_act (and ggml's x86 quantize_row_q8_0): multiplier
+ * 127/amax, rounding to nearest even, and the int32 -> int8 packs saturate (a non-finite product becomes
+ * INT32_MIN and so -128, as in the portable code). */
+#define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+AVX2 static void quantize_q8_0_act(const float *x, void *dst, int64_t k) {
+    bd_block_q8_0 *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* undo the packs' per-lane interleave */
+    for (int64_t i = 0; i < k / BD_QK8_0; i++, x += BD_QK8_0) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16);
+        __m256 v3 = _mm256_loadu_ps(x + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        y[i].d = bd_fp32_to_fp16(amax / 127.f);
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), RNE));
+        const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), RNE));
+        const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), RNE));
+        const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), RNE));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_permutevar8x32_epi32(p, order));
+    }
+}
+
 /* ---- block-of-32 dots against Q8_0: 8 blocks per step, their scales converted at once ---- */
 
 /* 8 int32 sums of products of 32 signed bytes: |x| as unsigned times y with x's sign, pairwise, then to
@@ -289,7 +317,9 @@ void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F16].from_float = to_fp16_act;
     t[BD_TYPE_BF16].vec_dot = dot_bf16;
     t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0;
+    t[BD_TYPE_Q8_0].from_float = quantize_q8_0_act;
     t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0;
+    t[BD_TYPE_Q4_0].from_float = quantize_q8_0_act;
     t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
     t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
     t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;

@@ -26,8 +26,8 @@ void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) {
             if (!(v > -2147483648.0f && v < 2147483648.0f)) {
                 y[i].qs[j] = -128;
             } else {
-                const float r = rintf(v);
-                y[i].qs[j] = (int8_t)(r > 127.f ? 127 : r < -128.f ? -128 : (int)r);
+                const int r = fabsf(v) < 4194304.f ? bd_nearest_int(v) : (int)rintf(v); /* |v| <= 127 in practice */
+                y[i].qs[j] = (int8_t)(r > 127 ? 127 : r < -128 ? -128 : r);
             }
         }
     }
