@@ -9,7 +9,10 @@
  * - a word cache (per call, for long inputs) skips repeated words;
  * - long fragments are processed in blocks cut right after a '\n' between two printable ASCII characters,
  *   a place where every supported pre-tokenizer splits anyway, so memory stays bounded by the block size
- *   (plus the longest word). */
+ *   (plus the longest word);
+ * - a word longer than 1 MiB (only pathological input: a run of a million letters or spaces) is merged in
+ *   1 MiB pieces. That bounds memory (~40 bytes per byte of word); it is the one place where braid's ids may
+ *   differ from llama.cpp's, which merges the whole word (in O(n log n) time and far more memory). */
 #include <string.h>
 
 #include "base/alloc.h"
@@ -19,6 +22,7 @@
 #include "tokenizer/vocab_internal.h"
 
 #define BLOCK_BYTES (256u * 1024u)
+#define BPE_MAX_WORD (1u << 20) /* bytes: longer words are merged in pieces (see bpe_block) */
 #define CACHE_MIN_TEXT 4096u    /* inputs shorter than this skip the word cache */
 #define CACHE_MAX_WORD 64u      /* longer words are not cached */
 #define CACHE_SLOTS (1u << 16)
@@ -361,7 +365,14 @@ static braid_status bpe_block(tok_bpe_session *s, const uint8_t *text, size_t le
         size_t nb = 0;
         for (size_t c = at; c < at + wl; c++) nb += tok_utf8_encode(s->cp[c], s->word + nb);
         at += wl;
-        BD_TRY(cached_word(s, s->word, nb, out));
+        /* A word longer than BPE_MAX_WORD (a run of millions of letters or spaces) is merged in pieces to bound
+         * memory; llama.cpp merges it whole, so this is the one input where the two may differ. */
+        for (size_t a = 0; a < nb;) {
+            size_t b = nb - a > BPE_MAX_WORD ? a + BPE_MAX_WORD : nb;
+            while (b < nb && (s->word[b] & 0xC0) == 0x80) b++;
+            BD_TRY(cached_word(s, s->word + a, b - a, out));
+            a = b;
+        }
     }
     return BRAID_OK;
 }

@@ -105,7 +105,7 @@ braid_status tok_tokenize(const tok_vocab *v, const char *text_, size_t len, int
     braid_status st = BRAID_OK;
     tok_bpe_session *bs = NULL;
     if (v->type == TOK_TYPE_BPE) st = tok_bpe_session_new(v, len, &bs);
-    if (st == BRAID_OK && add_special && v->add_bos) {
+    if (st == BRAID_OK && add_special && (v->add_bos || v->type == TOK_TYPE_WPM)) {
         if (v->bos < 0) st = bd_error(BRAID_E_FORMAT, "tokenizer: the vocabulary asks for BOS but has none");
         else tok_out_push(&out, v->bos);
     }
@@ -116,6 +116,8 @@ braid_status tok_tokenize(const tok_vocab *v, const char *text_, size_t len, int
         if (end > at) {
             if (v->type == TOK_TYPE_SPM)
                 st = tok_spm_fragment(v, text + at, end - at, v->add_space_prefix && prev_special, &out);
+            else if (v->type == TOK_TYPE_WPM)
+                st = tok_wpm_fragment(v, text + at, end - at, &out);
             else
                 st = tok_bpe_fragment(bs, text + at, end - at, &out);
             prev_special = 0;
@@ -126,7 +128,10 @@ braid_status tok_tokenize(const tok_vocab *v, const char *text_, size_t len, int
             at = m[k].hi;
         }
     }
-    if (st == BRAID_OK && add_special && v->add_eos) {
+    if (st == BRAID_OK && add_special && v->type == TOK_TYPE_WPM) { /* BERT: [CLS] ... [SEP] */
+        if (v->sep < 0) st = bd_error(BRAID_E_FORMAT, "tokenizer: the vocabulary has no separator token");
+        else tok_out_push(&out, v->sep);
+    } else if (st == BRAID_OK && add_special && v->add_eos) {
         if (v->eos < 0) st = bd_error(BRAID_E_FORMAT, "tokenizer: the vocabulary asks for EOS but has none");
         else tok_out_push(&out, v->eos);
     }
