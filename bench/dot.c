@@ -6,7 +6,8 @@
  *   dram  a different 4096-row window of a >= 640 MiB weight set each time, so the bytes come from memory.
  * The same loop with ggml's CPU-backend vec_dot (the variant llama.cpp loads here) runs on the same bytes
  * when the oracle is available, and the ratios braid / ggml (speed) are printed. Each figure is the best of
- * 3 rounds (braid and ggml alternating), since other processes share the machine. BRAID_SIMD selects braid's
+ * 3 rounds (braid and ggml alternating), since other processes share the machine. "4 tok x": how much faster
+ * vec_dot_n makes 4 activation rows (a prefill batch) than 4 vec_dot calls, hot. BRAID_SIMD selects braid's
  * level.
  * Usage: bench_dot [type ...]   (default: all) */
 #include <stdint.h>
@@ -51,6 +52,19 @@ static void ggml_dot(const void *ctx, int64_t n, float *s, const void *x, const 
 }
 #endif
 
+/* Seconds for the 4096 rows against 4 activation rows with vec_dot_n (weights decoded once), best of runs. */
+static double time_matvec4(const bd_dot_traits *dt, const uint8_t *w, size_t row_bytes, const uint8_t *act4,
+                           size_t act_bytes, float *out, int runs) {
+    double best = 1e30;
+    for (int r = 0; r < runs; r++) {
+        const double t0 = now();
+        for (int i = 0; i < ROWS; i++) dt->vec_dot_n(N, &out[i], ROWS, w + (size_t)i * row_bytes, act4, act_bytes, 4);
+        const double t = now() - t0;
+        if (t < best) best = t;
+    }
+    return best;
+}
+
 /* Seconds per 4096-row matvec, best of a few runs; window w of the weight set per run (nwin windows). */
 static double time_matvec(row_dot f, const void *ctx, const uint8_t *w, size_t row_bytes, int nwin,
                           const void *act, float *out, int runs) {
@@ -79,10 +93,10 @@ int main(int argc, char **argv) {
 #endif
     printf("bench_dot: %d x %d matrix-vector product, 1 thread, braid SIMD level %s, ggml CPU backend %s, %s time\n",
            ROWS, N, bd_simd_level(), variant ? variant : "(not loaded)", getenv("BENCH_WALL") ? "wall" : "thread CPU");
-    printf("%-5s %9s %12s %12s %12s %12s %8s %8s\n", "type", "MiB", "hot GB/s", "dram GB/s", "ggml hot", "ggml dram",
-           "hot x", "dram x");
-    float *x = malloc(N * sizeof(float)), *out = malloc(ROWS * sizeof(float));
-    uint8_t *act = malloc(N * 4);
+    printf("%-5s %9s %12s %12s %12s %12s %8s %8s %10s\n", "type", "MiB", "hot GB/s", "dram GB/s", "ggml hot",
+           "ggml dram", "hot x", "dram x", "4 tok x");
+    float *x = malloc(N * sizeof(float)), *out = malloc(4 * ROWS * sizeof(float));
+    uint8_t *act = malloc(N * 4), *act4 = malloc(4 * N * 4);
     for (int i = 0; i < N; i++) x[i] = rnd();
     for (size_t ti = 0; ti < sizeof all / sizeof all[0]; ti++) {
         const uint32_t type = all[ti];
@@ -109,6 +123,8 @@ int main(int argc, char **argv) {
         for (size_t r = 64; r < (size_t)ROWS * nwin; r++) memcpy(w + r * rb, w + (r % 64) * rb, rb);
         free(row);
         dt->from_float(x, act, N);
+        const size_t ab = bd_row_size(dt->vec_dot_type, N);
+        for (int j = 0; j < 4; j++) dt->from_float(x, act4 + j * ab, N);
 
         /* Best of several rounds, braid and ggml alternating, so that load from other processes on the
          * machine hits both alike. */
@@ -126,12 +142,13 @@ int main(int argc, char **argv) {
             }
         }
         if (!ggml_ctx[type]) ghot = gdram = 0;
-        printf("%-5s %9.1f %12.2f %12.2f %12.2f %12.2f %8.2f %8.2f\n", tt->name, mat / 1048576.0, mat / hot * 1e-9,
-               mat / dram * 1e-9, ghot ? mat / ghot * 1e-9 : 0, gdram ? mat / gdram * 1e-9 : 0,
-               ghot ? ghot / hot : 0, gdram ? gdram / dram : 0);
+        const double hot4 = time_matvec4(dt, w, rb, act4, ab, out, 10);
+        printf("%-5s %9.1f %12.2f %12.2f %12.2f %12.2f %8.2f %8.2f %10.2f\n", tt->name, mat / 1048576.0,
+               mat / hot * 1e-9, mat / dram * 1e-9, ghot ? mat / ghot * 1e-9 : 0, gdram ? mat / gdram * 1e-9 : 0,
+               ghot ? ghot / hot : 0, gdram ? gdram / dram : 0, 4 * hot / hot4);
         fflush(stdout);
         free(w);
     }
-    free(x), free(out), free(act);
+    free(x), free(out), free(act), free(act4);
     return 0;
 }

@@ -307,7 +307,7 @@ static int run_prompt(braid_context *ctx, const run_opts *o, run_result *r) {
             free(flags);
             return report("decoding the prompt", s);
         }
-        if (progress && (tty || i + n >= next_line)) {
+        if (progress && (tty || i + n >= next_line || last)) {
             double dt = now_seconds() - t0;
             fprintf(stderr, "%sprompt: %zu/%zu tokens (%.1f tok/s)%s", tty ? "\r" : "", i + n, r->n_prompt,
                     (double)(i + n) / dt, tty ? "" : "\n");

@@ -11,12 +11,7 @@
 #include <unistd.h>
 
 #include "default_model.h"
-#if __has_include("models/gen/genmodel.h")
 #include "models/gen/genmodel.h"
-#define HAVE_GENMODEL 1
-#else
-#define HAVE_GENMODEL 0 /* the generator is not in this tree yet: only an existing cached model is used */
-#endif
 
 #define DEFAULT_MODEL_NAME "default-qwen35.gguf"
 
@@ -51,10 +46,6 @@ int tool_default_model_path(char *buf, size_t cap) {
         fprintf(stderr, "braid: cannot create the directory of %s: %s\n", buf, strerror(errno));
         return 0;
     }
-#if !HAVE_GENMODEL
-    fprintf(stderr, "braid: no model given (-m) and this build cannot generate the default model %s\n", buf);
-    return 0;
-#else
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", buf, (long)getpid());
     gen_params gp;
@@ -78,5 +69,4 @@ int tool_default_model_path(char *buf, size_t cap) {
     fprintf(stderr, "braid: default model ready (%llu parameters, %.1f MiB)\n", (unsigned long long)sum.n_params,
             (double)sum.n_bytes / 1048576.0);
     return 1;
-#endif
 }

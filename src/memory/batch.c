@@ -75,7 +75,7 @@ static braid_status plan_rs(mem *m, mem_batch *b) {
             st = BRAID_E_NOMEM;
             break;
         }
-        if (R > 0) {
+        if (R > 0 && q->n_new <= R) { /* design.md §2: a decode of k <= n_rollback inputs */
             q->rb_lo = len1 - R > len0 ? len1 - R : len0;
             q->snap_lo = q->rb_lo > len0 + 1 ? q->rb_lo : len0 + 1;
             int32_t n_snap = len1 - q->snap_lo;
@@ -207,10 +207,20 @@ braid_status mem_batch_begin(mem *m, const braid_batch *in, int32_t n_ubatch, me
     return BRAID_OK;
 }
 
+/* Replay ubatches hold at most n_ubatch rows and never mix token and embedding inputs, so a forward pass that
+ * takes either token ids or a block of embedding rows can run each one as it is (the embedding rows of one
+ * such ubatch are consecutive rows of the history). */
+static int32_t replay_cut(const mem_hist *h, int32_t i, int32_t start, int32_t nb) {
+    return i - start >= nb || (h->tok[i] < 0) != (h->tok[start] < 0);
+}
+
 braid_status mem_replay_new(mem *m, int kind, int32_t source, int32_t target, int32_t from, int32_t to,
                             const float *src_blk, mem_batch **out) {
     *out = NULL;
-    int32_t n = to - from, nb = (int32_t)m->p.n_ubatch;
+    const mem_hist *h = &m->hist[source];
+    int32_t n = to - from, nb = (int32_t)m->p.n_ubatch, n_ub = 1;
+    for (int32_t i = from + 1, start = from; i < to; i++)
+        if (replay_cut(h, i, start, nb)) n_ub++, start = i;
     mem_batch *b = bd_calloc(1, sizeof *b);
     if (!b) return bd_error(BRAID_E_NOMEM, "memory: out of memory for a replay");
     b->kind = kind;
@@ -218,7 +228,7 @@ braid_status mem_replay_new(mem *m, int kind, int32_t source, int32_t target, in
     b->target = target;
     b->from = from;
     b->to = to;
-    braid_status st = ub_alloc_rows(m, b, n, (n + nb - 1) / nb);
+    braid_status st = ub_alloc_rows(m, b, n, n_ub);
     if (st == BRAID_OK && !(b->bs = bd_calloc(1, sizeof *b->bs)))
         st = bd_error(BRAID_E_NOMEM, "memory: out of memory for a replay");
     if (st == BRAID_OK) {
@@ -231,7 +241,6 @@ braid_status mem_replay_new(mem *m, int kind, int32_t source, int32_t target, in
         mem_batch_free_arrays(b);
         return st;
     }
-    const mem_hist *h = &m->hist[source];
     size_t np = m->p.n_pos_per_token;
     for (int32_t k = 0; k < n; k++) {
         int32_t i = from + k;
@@ -242,17 +251,21 @@ braid_status mem_replay_new(mem *m, int kind, int32_t source, int32_t target, in
         b->idx[k] = i;
         b->batch_row[k] = -1;
     }
-    for (int32_t u = 0; u < b->n_ub; u++) {
-        int32_t r0 = u * nb, r1 = r0 + nb < n ? r0 + nb : n;
-        b->ub_row0[u] = r0;
+    int32_t u = 0;
+    for (int32_t i = from, start = from; i <= to; i++) {
+        if (i < to && (i == start || !replay_cut(h, i, start, nb))) continue;
+        b->ub_row0[u] = start - from;
         b->ub_run0[u] = u;
-        b->runs[u] = (mem_run){.seq = source, .row0 = 0, .n_rows = r1 - r0, .idx0 = from + r0,
+        b->runs[u] = (mem_run){.seq = source, .row0 = 0, .n_rows = i - start, .idx0 = start,
                                .rs_src = u == 0 ? rs_or_zero(m->rs, src_blk) : b->bs[0].work, .rs_dst = b->bs[0].work};
         b->runs[u].kv_cells = m->kv ? kv_list(m->kv, source) : NULL;
+        u++;
+        start = i;
     }
-    b->ub_row0[b->n_ub] = n;
-    b->ub_run0[b->n_ub] = b->n_ub;
-    b->n_runs = b->n_ub;
+    assert(u == n_ub);
+    b->ub_row0[n_ub] = n;
+    b->ub_run0[n_ub] = n_ub;
+    b->n_runs = n_ub;
     m->pending = b;
     *out = b;
     return BRAID_OK;

@@ -253,17 +253,18 @@ const braid_pos *mem_kv_cell_pos(const mem *m, int32_t cell) {
 
 braid_status mem_kv_rotate(mem *m, mem_rotate_fn rotate, void *user) {
     kv_cache *kv = m->kv;
-    if (!kv) return BRAID_OK;
+    if (!kv || !kv->maybe_stale) return BRAID_OK; /* nothing was shifted since the last rotation */
     size_t bytes = kv->n_pos * sizeof(braid_pos);
     for (uint32_t c = 0; c < kv->n_cells; c++) {
         if (!kv->order[c] || !memcmp(kv_pos(kv, (int32_t)c), kv_pos_rot(kv, (int32_t)c), bytes)) continue;
         BD_TRY(rotate(user, m, (int32_t)c, kv_pos_rot(kv, (int32_t)c), kv_pos(kv, (int32_t)c)));
         memcpy(kv_pos_rot(kv, (int32_t)c), kv_pos(kv, (int32_t)c), bytes);
     }
+    kv->maybe_stale = 0;
     return BRAID_OK;
 }
 
-uint32_t mem_kv_n_rotations_pending(const mem *m) { return m->kv ? kv_count_stale(m->kv) : 0; }
+uint32_t mem_kv_n_rotations_pending(const mem *m) { return m->kv && m->kv->maybe_stale ? kv_count_stale(m->kv) : 0; }
 
 size_t mem_rs_block_floats(const mem *m) { return m->rs ? m->rs->block_floats : 0; }
 size_t mem_rs_conv_off(const mem *m, uint32_t layer) { return m->rs && layer < m->rs->n_layers ? m->rs->off_conv[layer] : 0; }
@@ -408,6 +409,7 @@ static braid_status edit_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_po
             return bd_error(BRAID_E_FULL, "memory: %s of sequence %d needs %u free cells to unshare cells (%u free)",
                             op, s, need, m->kv->n_free);
         kv_unshare(m->kv, s, (uint32_t)i0, (uint32_t)i1);
+        m->kv->maybe_stale = 1;
     }
     const int32_t *list = m->kv ? kv_list(m->kv, s) : NULL;
     for (int32_t i = i0; i < i1; i++) {

@@ -209,5 +209,7 @@ braid_status kv_check(const kv_cache *kv) {
         if (c < 0 || (uint32_t)c >= kv->n_cells || kv->order[c])
             return bd_error(BRAID_E_INVALID, "kv: free stack entry %u: cell %d is not free", i, c);
     }
+    if (!kv->maybe_stale && kv_count_stale(kv))
+        return bd_error(BRAID_E_INVALID, "kv: %u stale cells but no rotation pending", kv_count_stale(kv));
     return BRAID_OK;
 }

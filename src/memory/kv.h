@@ -35,6 +35,7 @@ typedef struct kv_cache {
     int32_t *lists;        /* [n_seq][n_cells] each sequence's cell ids in input order */
     uint32_t *len;         /* [n_seq] committed length of each list */
     uint64_t next_order;   /* next stamp (starts at 1) */
+    int maybe_stale;       /* set when positions may differ from pos_rot (edit, load); cleared by a full rotate */
 } kv_cache;
 
 /* Allocates every cell (K/V rows zeroed). Arrays are copied. Caller frees with kv_free. */

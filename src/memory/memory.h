@@ -39,6 +39,8 @@
  * running inputs [c, n) again. Then mem_seq_truncate / mem_seq_copy return BRAID_OK with *replay != NULL, a
  * batch of those inputs taken from the sequence's history (all rows kv_write = -1, no logits), which the engine
  * runs exactly like a decode batch; the operation itself happens at mem_batch_commit (abort: nothing happened).
+ * A replay ubatch never mixes token and embedding inputs (its embedding rows are consecutive in memory); a decode
+ * ubatch is all tokens or all embeddings since a braid_batch is.
  * While a batch is pending every other memory operation is refused with BRAID_E_INVALID.
  *
  * Position edits (shift_pos, div_pos) change cell positions at once and mark the K rows stale: the engine calls
@@ -76,7 +78,8 @@ typedef struct mem_params {
     const uint64_t *n_ssm;            /* [n_rs_layers] floats of the SSM / delta-rule state */
     uint32_t checkpoint_interval;     /* automatic checkpoint at every multiple of this index (0: off) */
     uint64_t checkpoint_budget_bytes; /* checkpoint blocks of all sequences together */
-    uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence (0: off) */
+    uint32_t n_rollback;              /* a decode of k <= n_rollback inputs of a sequence keeps the state before
+                                       * each of them (truncation back into it needs no replay); 0: off */
     uint32_t n_ubatch;                /* rows per ubatch of the replay batches the memory builds (0: 512) */
 } mem_params;
 

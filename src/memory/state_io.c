@@ -87,9 +87,12 @@ static void plan_free(save_plan *sp) {
     bd_free(sp->index);
 }
 
-static const kv_cache *sort_kv; /* qsort has no context argument; saves are not concurrent on one thread */
+typedef struct cell_key {
+    uint64_t order;
+    int32_t cell;
+} cell_key;
 static int by_order(const void *a, const void *b) {
-    uint64_t x = sort_kv->order[*(const int32_t *)a], y = sort_kv->order[*(const int32_t *)b];
+    uint64_t x = ((const cell_key *)a)->order, y = ((const cell_key *)b)->order;
     return x < y ? -1 : x > y;
 }
 
@@ -116,9 +119,16 @@ static braid_status make_plan(const mem *m, int32_t s, save_plan *sp) {
                 sp->cells[sp->n_cells++] = list[j];
             }
     }
-    sort_kv = kv;
-    qsort(sp->cells, (size_t)sp->n_cells, sizeof(int32_t), by_order);
-    for (int32_t i = 0; i < sp->n_cells; i++) sp->index[sp->cells[i]] = i;
+    /* Stamp order makes the bytes independent of which cell ids the memory happens to use. */
+    cell_key *keys = bd_mallocn(sp->n_cells ? (size_t)sp->n_cells : 1, sizeof *keys);
+    if (!keys) return bd_error(BRAID_E_NOMEM, "state: out of memory");
+    for (int32_t i = 0; i < sp->n_cells; i++) keys[i] = (cell_key){kv->order[sp->cells[i]], sp->cells[i]};
+    qsort(keys, (size_t)sp->n_cells, sizeof *keys, by_order);
+    for (int32_t i = 0; i < sp->n_cells; i++) {
+        sp->cells[i] = keys[i].cell;
+        sp->index[keys[i].cell] = i;
+    }
+    bd_free(keys);
     return BRAID_OK;
 }
 
@@ -661,6 +671,7 @@ braid_status mem_state_load(mem *m, int32_t s, uint64_t fingerprint, const void 
             memcpy(kv_pos_rot(kv, d), cells + (size_t)c * np * 8 + np * 4, np * 4);
             kv->order[d] = kv->next_order++;
         }
+        if (nc) kv->maybe_stale = 1; /* saved cells may carry positions their K rows are not rotated for yet */
         const uint8_t *rows = cells + (size_t)nc * np * 8;
         for (uint32_t l = 0; l < kv->n_layers; l++) {
             for (int32_t c = 0; c < nc; c++, rows += kv_k_row(kv, l))

@@ -99,6 +99,8 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
         }
         cnt[s]++;
         last_row[s] = r;
+        if (st == BRAID_OK && !in->pos && (int64_t)mem_seq_next_pos(m, s) + cnt[s] - 1 > MEM_POS_MAX)
+            st = bd_error(BRAID_E_RANGE, "memory: batch row %d: sequence %d's next position passes %d", r, s, MEM_POS_MAX);
         if (st == BRAID_OK && (int64_t)m->hist[s].len + cnt[s] > INT32_MAX / 2)
             st = bd_error(BRAID_E_RANGE, "memory: sequence %d would exceed %d inputs", s, INT32_MAX / 2);
     }
@@ -169,7 +171,7 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
 
 braid_status mem_batch_ubatch(const mem *m, const mem_batch *b, int32_t u, mem_ubatch *out) {
     if (u < 0 || u >= b->n_ub) return bd_error(BRAID_E_RANGE, "memory: ubatch %d of %d", u, b->n_ub);
-    if (m->kv && kv_count_stale(m->kv))
+    if (m->kv && m->kv->maybe_stale && kv_count_stale(m->kv))
         return bd_error(BRAID_E_INVALID, "memory: K rows of shifted cells are not re-rotated yet (mem_kv_rotate)");
     int32_t r0 = b->ub_row0[u];
     size_t np = m->p.n_pos_per_token;

@@ -23,11 +23,19 @@
 /* s = dot(x, y) over n elements; x is a row of the weight type, y a row of its vec_dot_type. */
 typedef void (*bd_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 
+/* One weight row against ny activation rows (1 <= ny <= BD_DOT_MAX_NY): s[j * bs] = dot(x, y + j * by bytes).
+ * The weights are decoded once for all ny rows (the prefill case, where the same weight row meets several
+ * tokens); each s[j] is bit-identical to what vec_dot gives for that row, so results never depend on how
+ * tokens are grouped. */
+#define BD_DOT_MAX_NY 4
+typedef void (*bd_vec_dot_n_fn)(int64_t n, float *s, size_t bs, const void *x, const void *y, size_t by, int ny);
+
 typedef struct bd_dot_traits {
     uint32_t vec_dot_type; /* the type activations are converted to (ggml id) */
     bd_vec_dot_fn vec_dot;
     /* Converts n activations to vec_dot_type (for F32 weights: a copy). */
     void (*from_float)(const float *src, void *dst, int64_t n);
+    bd_vec_dot_n_fn vec_dot_n; /* never NULL: a loop over vec_dot where no faster version exists */
 } bd_dot_traits;
 
 /* The dot traits of a weight type for the CPU in use, or NULL if unsupported. */

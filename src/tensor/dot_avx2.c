@@ -4,7 +4,8 @@
  * only reached after dot.c has checked CPUID. The quantized dots use the u8 x s8 multiply-add (maddubs): the
  * weights' levels are unsigned (nibbles 0..15, Q5_K 0..31, Q6_K 0..63) and the activations are signed; the
  * constant offsets (Q4_0's -8, Q6_K's -32) come out of the activation sums. Pair sums stay far from int16
- * saturation (63 * 127 * 2 < 32767). Within a block the sums are exact integers, as in the portable code. */
+ * saturation (63 * 127 * 2 < 32767). Within a block the sums are integers, converted to float once per block.
+ * Block scales are converted 8 at a time; vec_dot_n is a loop over vec_dot at this level. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -87,6 +88,34 @@ AVX2 static void to_fp16_act(const float *x, void *dst, int64_t k) {
     for (; i + 8 <= k; i += 8)
         _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
     for (; i < k; i++) y[i] = bd_fp32_to_fp16(x[i]);
+}
+
+/* Q8_0 activations, the same bytes as bd_quantize_row_q8_0_act (and ggml's x86 quantize_row_q8_0): multiplier
+ * 127/amax, rounding to nearest even, and the int32 -> int8 packs saturate (a non-finite product becomes
+ * INT32_MIN and so -128, as in the portable code). */
+#define RNE (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+AVX2 static void quantize_q8_0_act(const float *x, void *dst, int64_t k) {
+    bd_block_q8_0 *y = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* undo the packs' per-lane interleave */
+    for (int64_t i = 0; i < k / BD_QK8_0; i++, x += BD_QK8_0) {
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8), v2 = _mm256_loadu_ps(x + 16);
+        __m256 v3 = _mm256_loadu_ps(x + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        y[i].d = bd_fp32_to_fp16(amax / 127.f);
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.f / amax : 0.0f);
+        const __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), RNE));
+        const __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), RNE));
+        const __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), RNE));
+        const __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), RNE));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256((__m256i *)y[i].qs, _mm256_permutevar8x32_epi32(p, order));
+    }
 }
 
 /* ---- block-of-32 dots against Q8_0: 8 blocks per step, their scales converted at once ---- */
@@ -211,12 +240,13 @@ AVX2 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, 
                 hb = _mm256_srli_epi16(hb, 2);
             }
             isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(a)), scale_of(sc8, j)));
-            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(a + 32)), scale_of(sc8, j + 1)));
+            isum1 = _mm256_add_epi32(isum1,
+                                     _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(a + 32)), scale_of(sc8, j + 1)));
         }
         const __m128 dd = k_d_dmin(xb, y[i].d);
         acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
-        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(k_min_lanes(m, y[i].bsums)),
-                               macc);
+        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                               _mm256_cvtepi32_ps(k_min_lanes(m, y[i].bsums)), macc);
     }
     return hsum_ps(_mm256_sub_ps(acc, macc));
 }
@@ -240,14 +270,18 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
         /* The 16 signed scales in both 128-bit lanes; SC2(k) makes int16 lanes of scale k (low lane) and k+1
          * (high lane): pshufb copies the byte into both halves of each int16, the arithmetic shift sign-extends. */
         const __m256i scb = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)x[i].scales));
-#define SC2(k) _mm256_srai_epi16(_mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi8((k) + 1), _mm_set1_epi8(k))), 8)
+#define SC2(k)                                                                                                 \
+    _mm256_srai_epi16(_mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi8((k) + 1), _mm_set1_epi8(k))), 8)
         __m256i isum0 = _mm256_setzero_si256(), isum1 = isum0;
         for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128) {
             const __m256i l0 = load32(ql), l1 = load32(ql + 32), hb = load32(qh);
             /* Levels 0..63: a nibble from ql and two bits from qh moved to bits 4-5. */
-            const __m256i q1 = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two));
-            const __m256i q2 = _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two));
-            const __m256i q3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two));
+            const __m256i q1 =
+                _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two));
+            const __m256i q2 =
+                _mm256_or_si256(_mm256_and_si256(l1, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), two));
+            const __m256i q3 =
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4), _mm256_and_si256(hb, two));
             const __m256i q4 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
                                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), two));
             /* Each 128-bit half of a product vector is one sub-block of 16. */
@@ -262,10 +296,20 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
         /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        oacc = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y[i].bsums))), oacc);
+        oacc = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y[i].bsums))),
+                               oacc);
     }
     *s = hsum_ps(_mm256_sub_ps(acc, oacc));
 }
+
+BD_DOT_N_LOOP(dot_f32_n, dot_f32)
+BD_DOT_N_LOOP(dot_f16_n, dot_f16)
+BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
+BD_DOT_N_LOOP(dot_q8_0_q8_0_n, dot_q8_0_q8_0)
+BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
+BD_DOT_N_LOOP(dot_q4_K_q8_K_n, dot_q4_K_q8_K)
+BD_DOT_N_LOOP(dot_q5_K_q8_K_n, dot_q5_K_q8_K)
+BD_DOT_N_LOOP(dot_q6_K_q8_K_n, dot_q6_K_q8_K)
 
 void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32;
@@ -273,8 +317,18 @@ void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F16].from_float = to_fp16_act;
     t[BD_TYPE_BF16].vec_dot = dot_bf16;
     t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0;
+    t[BD_TYPE_Q8_0].from_float = quantize_q8_0_act;
     t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0;
+    t[BD_TYPE_Q4_0].from_float = quantize_q8_0_act;
     t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
     t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
     t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;
+    t[BD_TYPE_F32].vec_dot_n = dot_f32_n;
+    t[BD_TYPE_F16].vec_dot_n = dot_f16_n;
+    t[BD_TYPE_BF16].vec_dot_n = dot_bf16_n;
+    t[BD_TYPE_Q8_0].vec_dot_n = dot_q8_0_q8_0_n;
+    t[BD_TYPE_Q4_0].vec_dot_n = dot_q4_0_q8_0_n;
+    t[BD_TYPE_Q4_K].vec_dot_n = dot_q4_K_q8_K_n;
+    t[BD_TYPE_Q5_K].vec_dot_n = dot_q5_K_q8_K_n;
+    t[BD_TYPE_Q6_K].vec_dot_n = dot_q6_K_q8_K_n;
 }

@@ -5,7 +5,12 @@
  * 512-bit vectors holding two 32-element sub-blocks (or two Q8_0 blocks): VNNI's u8 x s8 -> s32 (vpdpbusd)
  * for the blocks of 32, and u8 x s8 -> s16 pairs (vpmaddubsw) followed by VNNI's s16 x s16 -> s32 (vpdpwssd)
  * with the sub-block scales for the K-quants, so no int32 multiply is needed. Constant offsets and K-quant
- * mins are taken from the activation sums and accumulated as vectors (no horizontal sum per block). */
+ * mins are taken from the activation sums and accumulated as vectors (no horizontal sum per block).
+ *
+ * On these CPUs 512-bit work issues on two ports only, and that, not memory, bounds a single thread here; so
+ * the code spends few vector instructions per block: fp16 block scales are converted 8 at a time, K-quant
+ * nibbles are split from one broadcast load with a per-half shift, and the multi-row versions (vec_dot_n)
+ * decode a weight block once for up to 4 activation rows. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -128,12 +133,6 @@ AVX512 static void to_fp16_act(const float *x, void *dst, int64_t k) {
 
 /* ---- blocks of 32 against Q8_0: two blocks per vector, scales converted 8 at a time ---- */
 
-/* Per 32-bit lane, the sum of 4 products of signed bytes: |x| (unsigned) times y carrying x's sign. */
-AVX512 static inline __m512i dot_i8_pairs(__m512i x, __m512i y) {
-    const __m512i sy = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(x), _mm512_setzero_si512(), y);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(x), sy);
-}
-
 /* The fp16 scales of 8 consecutive blocks (the first at p, the others stride bytes apart) as 8 floats: one
  * conversion instead of eight, the halves gathered in general registers. */
 AVX512 static inline __m256 scales8(const uint8_t *p, size_t stride) {
@@ -158,33 +157,72 @@ AVX512 static inline __m256i dot_i8_block(__m256i x, __m256i y) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
 
-AVX512 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q8_0 *x = vx, *y = vy;
+#define INLINE __attribute__((always_inline)) inline
+
+/* Q8_0 weights against ny Q8_0 activation rows (y + j*by): weight levels, their signs and scales are read once
+ * per 8 blocks and used for every row, each row computed exactly as with ny = 1. */
+AVX512 static INLINE void dot_q8_0_n(int64_t n, const bd_block_q8_0 *x, const uint8_t *yb, size_t by, int ny, float *s,
+                                     size_t bs) {
     const int64_t nb = n / BD_QK8_0;
     const __m512i two = _mm512_set1_epi32(2);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    __m512 acc0[BD_DOT_MAX_NY], acc1[BD_DOT_MAX_NY];
+    for (int j = 0; j < ny; j++) acc0[j] = acc1[j] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
-        const __m512 d = _mm512_castps256_ps512(
-            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y)));
-        __m512i idx = pair_index0();
-        for (int p = 0; p < 8; p += 2, idx = _mm512_add_epi32(idx, two)) {
-            const __m512i prod = dot_i8_pairs(join(load32(x[i + p].qs), load32(x[i + p + 1].qs)),
-                                              join(load32(y[i + p].qs), load32(y[i + p + 1].qs)));
-            const __m512 sc = _mm512_permutexvar_ps(idx, d);
-            if (p & 2) {
-                acc1 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc1);
-            } else {
-                acc0 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc0);
+        const __m256 xd = scales8((const uint8_t *)&x[i].d, sizeof *x);
+        __m512i ax[4];
+        __mmask64 neg[4];
+        for (int p = 0; p < 4; p++) {
+            const __m512i xv = join(load32(x[i + 2 * p].qs), load32(x[i + 2 * p + 1].qs));
+            ax[p] = _mm512_abs_epi8(xv);
+            neg[p] = _mm512_movepi8_mask(xv);
+        }
+        for (int j = 0; j < ny; j++) {
+            const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by);
+            const __m512 d = _mm512_castps256_ps512(_mm256_mul_ps(xd, scales8((const uint8_t *)&y[i].d, sizeof *y)));
+            __m512i idx = pair_index0();
+            for (int p = 0; p < 4; p++, idx = _mm512_add_epi32(idx, two)) {
+                const __m512i yv = join(load32(y[i + 2 * p].qs), load32(y[i + 2 * p + 1].qs));
+                /* |x| (unsigned) times y carrying x's sign, 4 products per 32-bit lane. */
+                const __m512i sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
+                const __m512i prod = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax[p], sy);
+                const __m512 sc = _mm512_permutexvar_ps(idx, d);
+                if (p & 1) {
+                    acc1[j] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc1[j]);
+                } else {
+                    acc0[j] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc0[j]);
+                }
             }
         }
     }
-    __m256 tail = _mm256_setzero_ps();
-    for (; i < nb; i++) {
-        const __m256i p = dot_i8_block(load32(x[i].qs), load32(y[i].qs));
-        tail = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), tail);
+    for (int j = 0; j < ny; j++) {
+        const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by);
+        __m256 tail = _mm256_setzero_ps();
+        for (int64_t t = i; t < nb; t++) {
+            const __m256i p = dot_i8_block(load32(x[t].qs), load32(y[t].qs));
+            tail = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[t].d) * h2f(y[t].d)), _mm256_cvtepi32_ps(p), tail);
+        }
+        s[j * bs] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j])) + hsum256(tail);
     }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + hsum256(tail);
+}
+
+AVX512 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    dot_q8_0_n(n, vx, vy, 0, 1, s, 0);
+}
+
+/* ny in 1..BD_DOT_MAX_NY: each count is its own unrolled instance. */
+#define DOT_N_SWITCH(call_with_ny)                                                                              \
+    switch (ny) {                                                                                               \
+    case 1: call_with_ny(1); break;                                                                             \
+    case 2: call_with_ny(2); break;                                                                             \
+    case 3: call_with_ny(3); break;                                                                             \
+    default: call_with_ny(4); break;                                                                            \
+    }
+
+AVX512 static void dot_q8_0_q8_0_n(int64_t n, float *s, size_t bs, const void *vx, const void *vy, size_t by, int ny) {
+#define CALL(k) dot_q8_0_n(n, vx, vy, by, k, s, bs)
+    DOT_N_SWITCH(CALL)
+#undef CALL
 }
 
 AVX512 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
@@ -235,13 +273,6 @@ AVX512 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void
 
 /* ---- K-quants against Q8_K ---- */
 
-/* Q4_K / Q5_K min term, as 8 int32 lanes: bsums (16 groups of 16) times each sub-block's min (two groups). */
-AVX512 static inline __m256i k_min_lanes(uint64_t m, const int16_t *bsums) {
-    const __m128i m8 = _mm_cvtsi64_si128((long long)m);
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-    return _mm256_madd_epi16(load32(bsums), m16);
-}
-
 /* Per block, the 8 sub-block scales as int16 lanes (for vpermw). */
 AVX512 static inline __m512i k_scales16(uint64_t sc) {
     return _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
@@ -253,15 +284,11 @@ AVX512 static inline __m512i k_nibbles(const uint8_t *q, __m512i shift, __m512i 
     return _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(q)), shift), low4);
 }
 
-/* d * y.d and dmin * y.d of a Q4_K / Q5_K block (d and dmin are adjacent halves: one conversion). */
-AVX512 static inline __m128 k_d_dmin(const uint16_t *d_dmin, float yd) {
-    uint32_t both;
-    memcpy(&both, d_dmin, sizeof both);
-    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)both)), _mm_set1_ps(yd));
-}
-
-/* The shared loop of Q4_K and Q5_K (hbits: the Q5_K 5th-bit plane, NULL for Q4_K). */
-AVX512 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, const bd_block_q8_K *y, int q5) {
+/* The shared loop of Q4_K and Q5_K (q5: the block has the 5th-bit plane qh before qs), for ny activation
+ * rows (y + j*by) at once: the weights are decoded once per block and used ny times. Each row's arithmetic is
+ * the same whatever ny, so the results are bit-identical to ny single calls. */
+AVX512 static INLINE void dot_k45_n(int64_t nb, const uint8_t *xb, size_t xstride, const uint8_t *yb, size_t by,
+                                    int ny, float *s, size_t bs, int q5) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     const __m512i shift = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(4));
     /* vpermw indices: scale 2c in lanes 0..15, 2c+1 in lanes 16..31, for the 4 chunks c of 64 levels. */
@@ -270,15 +297,17 @@ AVX512 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride
     const __m512i idx2 = _mm512_add_epi16(idx0, _mm512_set1_epi16(4));
     const __m512i idx3 = _mm512_add_epi16(idx0, _mm512_set1_epi16(6));
     const __m512i bit0 = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull, _mm512_set1_epi8(1), _mm512_set1_epi8(2));
-    __m512 acc = _mm512_setzero_ps();
-    __m256 macc = _mm256_setzero_ps();
+    __m512 acc[BD_DOT_MAX_NY];
+    __m256 macc[BD_DOT_MAX_NY];
+    for (int j = 0; j < ny; j++) acc[j] = _mm512_setzero_ps(), macc[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++, xb += xstride) {
         /* Both layouts start with d, dmin, scales[12]; Q5_K then has qh[32] before qs. */
         const uint8_t *q = xb + 4 + BD_K_SCALE_SIZE + (q5 ? BD_QK_K / 8 : 0);
-        const int8_t *a = y[i].qs;
         uint64_t sc, m;
         bd_unpack_scales_k4(xb + 4, &sc, &m);
         const __m512i sc16 = k_scales16(sc);
+        const __m512i s0 = _mm512_permutexvar_epi16(idx0, sc16), s1 = _mm512_permutexvar_epi16(idx1, sc16);
+        const __m512i s2 = _mm512_permutexvar_epi16(idx2, sc16), s3 = _mm512_permutexvar_epi16(idx3, sc16);
         __m512i l0 = k_nibbles(q, shift, low4), l1 = k_nibbles(q + 32, shift, low4);
         __m512i l2 = k_nibbles(q + 64, shift, low4), l3 = k_nibbles(q + 96, shift, low4);
         if (q5) {
@@ -291,74 +320,127 @@ AVX512 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride
             l2 = _mm512_mask_add_epi8(l2, _mm512_test_epi8_mask(hh, bit2), l2, sixteen);
             l3 = _mm512_mask_add_epi8(l3, _mm512_test_epi8_mask(hh, bit3), l3, sixteen);
         }
-        /* Two accumulation chains, to halve the dependency on vpdpwssd's latency. */
-        __m512i s0 = _mm512_madd_epi16(_mm512_maddubs_epi16(l0, load64(a)), _mm512_permutexvar_epi16(idx0, sc16));
-        __m512i s1 = _mm512_madd_epi16(_mm512_maddubs_epi16(l1, load64(a + 64)), _mm512_permutexvar_epi16(idx1, sc16));
-        s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(l2, load64(a + 128)), _mm512_permutexvar_epi16(idx2, sc16));
-        s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(l3, load64(a + 192)), _mm512_permutexvar_epi16(idx3, sc16));
-        const __m128 dd = k_d_dmin((const uint16_t *)xb, y[i].d);
-        acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc);
-        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(k_min_lanes(m, y[i].bsums)),
-                               macc);
+        uint32_t d_dmin;
+        memcpy(&d_dmin, xb, sizeof d_dmin);
+        const __m128 xdd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d_dmin)); /* d and dmin are adjacent halves */
+        const __m128i m8 = _mm_cvtsi64_si128((long long)m);
+        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)); /* each min twice: 2 groups of 16 */
+        for (int j = 0; j < ny; j++) {
+            const bd_block_q8_K *y = (const bd_block_q8_K *)(yb + (size_t)j * by) + i;
+            const int8_t *a = y->qs;
+            /* Two accumulation chains, to halve the dependency on vpdpwssd's latency. */
+            __m512i t0 = _mm512_madd_epi16(_mm512_maddubs_epi16(l0, load64(a)), s0);
+            __m512i t1 = _mm512_madd_epi16(_mm512_maddubs_epi16(l1, load64(a + 64)), s1);
+            t0 = _mm512_dpwssd_epi32(t0, _mm512_maddubs_epi16(l2, load64(a + 128)), s2);
+            t1 = _mm512_dpwssd_epi32(t1, _mm512_maddubs_epi16(l3, load64(a + 192)), s3);
+            const __m128 dd = _mm_mul_ps(xdd, _mm_set1_ps(y->d));
+            acc[j] = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(t0, t1)), acc[j]);
+            macc[j] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(load32(y->bsums), m16)), macc[j]);
+        }
     }
-    return _mm512_reduce_add_ps(acc) - hsum256(macc);
+    for (int j = 0; j < ny; j++) s[j * bs] = _mm512_reduce_add_ps(acc[j]) - hsum256(macc[j]);
 }
 
 AVX512 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = dot_k45(n / BD_QK_K, vx, sizeof(bd_block_q4_K), vy, 0);
+    dot_k45_n(n / BD_QK_K, vx, sizeof(bd_block_q4_K), vy, 0, 1, s, 0, 0);
 }
 
 AVX512 static void dot_q5_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = dot_k45(n / BD_QK_K, vx, sizeof(bd_block_q5_K), vy, 1);
+    dot_k45_n(n / BD_QK_K, vx, sizeof(bd_block_q5_K), vy, 0, 1, s, 0, 1);
 }
 
-AVX512 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q6_K *x = vx;
-    const bd_block_q8_K *y = vy;
+AVX512 static void dot_q4_K_q8_K_n(int64_t n, float *s, size_t bs, const void *vx, const void *vy, size_t by, int ny) {
+#define CALL(k) dot_k45_n(n / BD_QK_K, vx, sizeof(bd_block_q4_K), vy, by, k, s, bs, 0)
+    DOT_N_SWITCH(CALL)
+#undef CALL
+}
+
+AVX512 static void dot_q5_K_q8_K_n(int64_t n, float *s, size_t bs, const void *vx, const void *vy, size_t by, int ny) {
+#define CALL(k) dot_k45_n(n / BD_QK_K, vx, sizeof(bd_block_q5_K), vy, by, k, s, bs, 1)
+    DOT_N_SWITCH(CALL)
+#undef CALL
+}
+
+AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const uint8_t *yb, size_t by, int ny, float *s,
+                                     size_t bs) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
     /* vpermw indices spreading 4 scales over 32 int16 lanes, 8 each (the sub-blocks of 16 of 64 levels). */
     const __m512i spread0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,
                                              0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i four = _mm512_set1_epi16(4);
     const __m512i shift2 = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(2));
-    __m512 acc = _mm512_setzero_ps();
-    __m256 oacc = _mm256_setzero_ps();
+    __m512 acc[BD_DOT_MAX_NY];
+    __m256 oacc[BD_DOT_MAX_NY];
+    for (int j = 0; j < ny; j++) acc[j] = _mm512_setzero_ps(), oacc[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / BD_QK_K; i++) {
         const uint8_t *ql = x[i].ql, *qh = x[i].qh;
-        const int8_t *a = y[i].qs;
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
         const __m512i scz = _mm512_castsi256_si512(sc16);
+        __m512i lv[4], sv[4]; /* levels 0..63 and scale lanes for the 4 runs of 64 levels */
         __m512i idx = spread0;
-        __m512i isum = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128) {
+        for (int h = 0; h < 2; h++, ql += 64, qh += 32) {
             const __m512i l = load64(ql);
             /* Low half: qh bits 0-1 (levels 0..31 of this half); high half: bits 2-3 (levels 32..63). Bits 4-5
              * of the same vector are those of levels 64..95 and 96..127. */
             const __m512i hz = _mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(qh)), shift2);
-            const __m512i q12 = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), top2));
-            const __m512i q34 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_and_si512(hz, top2));
-            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q12, load64(a)), _mm512_permutexvar_epi16(idx, scz));
+            lv[2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), top2));
+            lv[2 * h + 1] =
+                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_and_si512(hz, top2));
+            sv[2 * h] = _mm512_permutexvar_epi16(idx, scz);
             idx = _mm512_add_epi16(idx, four);
-            isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(q34, load64(a + 64)), _mm512_permutexvar_epi16(idx, scz));
+            sv[2 * h + 1] = _mm512_permutexvar_epi16(idx, scz);
             idx = _mm512_add_epi16(idx, four);
         }
-        const float d = h2f(x[i].d) * y[i].d;
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(isum), acc);
-        /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
-        oacc = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y[i].bsums))),
-                               oacc);
+        const float xd = h2f(x[i].d);
+        for (int j = 0; j < ny; j++) {
+            const bd_block_q8_K *y = (const bd_block_q8_K *)(yb + (size_t)j * by) + i;
+            const int8_t *a = y->qs;
+            __m512i isum = _mm512_setzero_si512();
+            for (int r = 0; r < 4; r++)
+                isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lv[r], load64(a + 64 * r)), sv[r]);
+            const float d = xd * y->d;
+            acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(isum), acc[j]);
+            /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
+            oacc[j] = _mm256_fmadd_ps(_mm256_set1_ps(32 * d),
+                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y->bsums))), oacc[j]);
+        }
     }
-    *s = _mm512_reduce_add_ps(acc) - hsum256(oacc);
+    for (int j = 0; j < ny; j++) s[j * bs] = _mm512_reduce_add_ps(acc[j]) - hsum256(oacc[j]);
 }
+
+AVX512 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    dot_q6_K_n(n, vx, vy, 0, 1, s, 0);
+}
+
+AVX512 static void dot_q6_K_q8_K_n(int64_t n, float *s, size_t bs, const void *vx, const void *vy, size_t by, int ny) {
+#define CALL(k) dot_q6_K_n(n, vx, vy, by, k, s, bs)
+    DOT_N_SWITCH(CALL)
+#undef CALL
+}
+
+BD_DOT_N_LOOP(dot_f32_n, dot_f32)
+BD_DOT_N_LOOP(dot_f16_n, dot_f16)
+BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
+BD_DOT_N_LOOP(dot_bf16_native_n, dot_bf16_native)
+BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
 
 void bd_dot_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32;
     t[BD_TYPE_F16].vec_dot = dot_f16;
     t[BD_TYPE_F16].from_float = to_fp16_act;
     t[BD_TYPE_BF16].vec_dot = bd_cpu_get()->avx512bf16 ? dot_bf16_native : dot_bf16;
+    t[BD_TYPE_BF16].vec_dot_n = bd_cpu_get()->avx512bf16 ? dot_bf16_native_n : dot_bf16_n;
+    t[BD_TYPE_F32].vec_dot_n = dot_f32_n;
+    t[BD_TYPE_F16].vec_dot_n = dot_f16_n;
+    t[BD_TYPE_Q8_0].vec_dot_n = dot_q8_0_q8_0_n;
+    t[BD_TYPE_Q4_0].vec_dot_n = dot_q4_0_q8_0_n;
     t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0;
     t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0;
     t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
     t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
     t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;
+    t[BD_TYPE_Q4_K].vec_dot_n = dot_q4_K_q8_K_n;
+    t[BD_TYPE_Q5_K].vec_dot_n = dot_q5_K_q8_K_n;
+    t[BD_TYPE_Q6_K].vec_dot_n = dot_q6_K_q8_K_n;
 }

@@ -24,4 +24,10 @@ void bd_fp32_to_fp16_act(const float *x, void *dst, int64_t k);
 void bd_fp32_to_bf16_act(const float *x, void *dst, int64_t k);
 void bd_fp32_copy_act(const float *x, void *dst, int64_t k);
 
+/* A vec_dot_n that calls vec_dot once per activation row: for the types and levels with no faster one. */
+#define BD_DOT_N_LOOP(name, dot)                                                                               \
+    static void name(int64_t n, float *s, size_t bs, const void *x, const void *y, size_t by, int ny) {         \
+        for (int j = 0; j < ny; j++) dot(n, s + (size_t)j * bs, x, (const uint8_t *)y + (size_t)j * by);      \
+    }
+
 #endif

@@ -26,8 +26,8 @@ void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) {
             if (!(v > -2147483648.0f && v < 2147483648.0f)) {
                 y[i].qs[j] = -128;
             } else {
-                const float r = rintf(v);
-                y[i].qs[j] = (int8_t)(r > 127.f ? 127 : r < -128.f ? -128 : (int)r);
+                const int r = fabsf(v) < 4194304.f ? bd_nearest_int(v) : (int)rintf(v); /* |v| <= 127 in practice */
+                y[i].qs[j] = (int8_t)(r > 127 ? 127 : r < -128 ? -128 : r);
             }
         }
     }
@@ -193,13 +193,22 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     *s = sum;
 }
 
+BD_DOT_N_LOOP(dot_f32_n, dot_f32)
+BD_DOT_N_LOOP(dot_f16_n, dot_f16)
+BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
+BD_DOT_N_LOOP(dot_q8_0_q8_0_n, dot_q8_0_q8_0)
+BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
+BD_DOT_N_LOOP(dot_q4_K_q8_K_n, dot_q4_K_q8_K)
+BD_DOT_N_LOOP(dot_q5_K_q8_K_n, dot_q5_K_q8_K)
+BD_DOT_N_LOOP(dot_q6_K_q8_K_n, dot_q6_K_q8_K)
+
 void bd_dot_fill_scalar(bd_dot_traits t[BD_TYPE_COUNT]) {
-    t[BD_TYPE_F32] = (bd_dot_traits){BD_TYPE_F32, dot_f32, bd_fp32_copy_act};
-    t[BD_TYPE_F16] = (bd_dot_traits){BD_TYPE_F16, dot_f16, bd_fp32_to_fp16_act};
-    t[BD_TYPE_BF16] = (bd_dot_traits){BD_TYPE_BF16, dot_bf16, bd_fp32_to_bf16_act};
-    t[BD_TYPE_Q8_0] = (bd_dot_traits){BD_TYPE_Q8_0, dot_q8_0_q8_0, bd_quantize_row_q8_0_act};
-    t[BD_TYPE_Q4_0] = (bd_dot_traits){BD_TYPE_Q8_0, dot_q4_0_q8_0, bd_quantize_row_q8_0_act};
-    t[BD_TYPE_Q4_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q4_K_q8_K, bd_quantize_row_q8_K_ref};
-    t[BD_TYPE_Q5_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q5_K_q8_K, bd_quantize_row_q8_K_ref};
-    t[BD_TYPE_Q6_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q6_K_q8_K, bd_quantize_row_q8_K_ref};
+    t[BD_TYPE_F32] = (bd_dot_traits){BD_TYPE_F32, dot_f32, bd_fp32_copy_act, dot_f32_n};
+    t[BD_TYPE_F16] = (bd_dot_traits){BD_TYPE_F16, dot_f16, bd_fp32_to_fp16_act, dot_f16_n};
+    t[BD_TYPE_BF16] = (bd_dot_traits){BD_TYPE_BF16, dot_bf16, bd_fp32_to_bf16_act, dot_bf16_n};
+    t[BD_TYPE_Q8_0] = (bd_dot_traits){BD_TYPE_Q8_0, dot_q8_0_q8_0, bd_quantize_row_q8_0_act, dot_q8_0_q8_0_n};
+    t[BD_TYPE_Q4_0] = (bd_dot_traits){BD_TYPE_Q8_0, dot_q4_0_q8_0, bd_quantize_row_q8_0_act, dot_q4_0_q8_0_n};
+    t[BD_TYPE_Q4_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q4_K_q8_K, bd_quantize_row_q8_K_ref, dot_q4_K_q8_K_n};
+    t[BD_TYPE_Q5_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q5_K_q8_K, bd_quantize_row_q8_K_ref, dot_q5_K_q8_K_n};
+    t[BD_TYPE_Q6_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q6_K_q8_K, bd_quantize_row_q8_K_ref, dot_q6_K_q8_K_n};
 }

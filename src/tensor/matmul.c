@@ -6,9 +6,11 @@
  *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes). Each output is one accumulator over k in steps of the vector
  *   width, a masked tail, then a fixed reduction, identical in every tile shape: a token's result does not
  *   depend on T, the tiling or the thread count.
- * - Other types: activations converted to vec_dot_type in scratch (threads split the tokens, then meet at a
- *   barrier), then per (row, token) vec_dot from dot.h, weight rows in blocks that stay in L1/L2 while every
- *   token passes over them.
+ * - Other types, few tokens (decode): activations converted to vec_dot_type in scratch (threads split the
+ *   tokens, then meet at a barrier), then per (row, token) vec_dot from dot.h, weight rows in blocks that stay
+ *   in L1/L2 while every token passes over them.
+ * - Other types, many tokens (prompt): the converted activations are widened back to float, weight tiles are
+ *   dequantized per thread, and the F32 kernels do the arithmetic (see mm_deq_task).
  * Threads own disjoint, contiguous row ranges (bd_split_aligned), so outputs never race. */
 #include "tensor/matmul.h"
 
@@ -54,6 +56,33 @@ static void mm_f32_rows_scalar(const mm_f32 *a, int64_t r0, int64_t r1) {
 #if BD_HAVE_X86
 #define MM_INLINE static inline __attribute__((always_inline))
 
+/* Horizontal sums with one fixed tree for every lane set: s1[j] = v[j] + v[j+8], s2[i] = s1[i] + s1[i+4],
+ * s3[i] = s2[i] + s2[i+2], sum = s3[0] + s3[1]. hsum512 does it for one vector, hsum512x16 for 16 at once
+ * (transposing as it adds, about 3 instructions per sum instead of 8); both give the same bits, so a kernel
+ * shape may use either without changing results. */
+BD_TARGET_AVX512 static inline float hsum512(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b)); /* c[0] = b[0] + b[2], c[1] = b[1] + b[3] */
+    return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
+}
+
+BD_TARGET_AVX512 static inline void hsum512x16(const __m512 *v, float *out) {
+    __m512 t[8], u[4], w[2];
+    for (int p = 0; p < 8; p++)
+        t[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+    for (int p = 0; p < 4; p++)
+        u[p] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], 0x88),
+                             _mm512_shuffle_f32x4(t[2 * p], t[2 * p + 1], 0xDD));
+    for (int p = 0; p < 2; p++)
+        w[p] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * p], u[2 * p + 1], 0x44), _mm512_shuffle_ps(u[2 * p], u[2 * p + 1], 0xEE));
+    __m512 x = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xDD));
+    /* lane 4L+e holds the sum of vector L+4e */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(idx, x));
+}
+
 BD_TARGET_AVX512 MM_INLINE void mk512(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
                                       const int R, const int C) {
     __m512 acc[4][6];
@@ -77,8 +106,23 @@ BD_TARGET_AVX512 MM_INLINE void mk512(const float *W, int64_t K, const float *x,
             for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(w[r], xv, acc[r][c]);
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) y[c * ldy + r] = _mm512_reduce_add_ps(acc[r][c]);
+    if (R * C >= 8) {
+        /* column-major list of the accumulators, padded to a multiple of 16 */
+        __m512 v[32];
+        float sums[32];
+        int n = 0;
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < R; r++) v[n++] = acc[r][c];
+        for (int i = n; i < 32; i++) v[i] = _mm512_setzero_ps();
+        hsum512x16(v, sums);
+        if (n > 16) hsum512x16(v + 16, sums + 16);
+        n = 0;
+        for (int c = 0; c < C; c++)
+            for (int r = 0; r < R; r++) y[c * ldy + r] = sums[n++];
+    } else {
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) y[c * ldy + r] = hsum512(acc[r][c]);
+    }
 }
 
 BD_TARGET_AVX512 static void mk512_4x6(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
@@ -169,10 +213,8 @@ static void mm_f32_rows_tiled(const mm_f32 *a, int64_t r0, int64_t r1, int C, mk
 }
 #endif
 
-static void mm_f32_task(void *arg, int ith, int nth) {
-    const mm_f32 *a = arg;
-    int64_t r0, r1;
-    bd_split_aligned(a->N, 4, ith, nth, &r0, &r1);
+/* Rows [r0, r1) of an F32 product with the best kernel of the SIMD level. */
+static void mm_f32_rows(const mm_f32 *a, int64_t r0, int64_t r1) {
     if (r0 >= r1) return;
 #if BD_HAVE_X86
     switch (bd_simd()) {
@@ -182,6 +224,13 @@ static void mm_f32_task(void *arg, int ith, int nth) {
     }
 #endif
     mm_f32_rows_scalar(a, r0, r1);
+}
+
+static void mm_f32_task(void *arg, int ith, int nth) {
+    const mm_f32 *a = arg;
+    int64_t r0, r1;
+    bd_split_aligned(a->N, 4, ith, nth, &r0, &r1);
+    mm_f32_rows(a, r0, r1);
 }
 
 /* ---- other types: convert, then vec_dot ------------------------------------------------------------------ */
@@ -217,14 +266,80 @@ static void mm_q_task(void *arg, int ith, int nth) {
     }
 }
 
+/* ---- other types, many tokens: dequantize tiles of W, then the F32 kernels ---------------------------------
+ * For a prompt the vec_dot path does one short dot product per (row, token) pair and is far from the
+ * arithmetic peak. Instead the activations are converted to vec_dot_type and back to float (so they carry
+ * exactly the rounding ggml's dot product sees), tiles of weight rows are dequantized into a per-thread
+ * buffer, and the register-blocked F32 kernels run over a block of tokens that stays in L2. The products are
+ * the same numbers ggml multiplies; only the float summation order differs (a few ulp). */
+
+enum {
+    MM_DEQ_MIN_T = 16,          /* from this many tokens on, dequantizing a tile pays for itself */
+    MM_DEQ_TILE = 65536,        /* floats of dequantized weights per thread (256 KiB, on the stack) */
+    MM_DEQ_XBLOCK = 262144,     /* floats of activations per token block (1 MiB, L2) */
+};
+
+typedef struct mm_deq {
+    bd_threadpool *tp;
+    const bd_dot_traits *dt;
+    const bd_type_traits *wt, *vt; /* weight type, vec_dot_type */
+    const uint8_t *W;
+    size_t wrow;
+    const float *x;
+    uint8_t *xq; /* [T][xrow] */
+    size_t xrow;
+    float *xf; /* [T][K] activations as the dot product sees them */
+    float *y;
+    int64_t N, K, T, ldx, ldy;
+} mm_deq;
+
+static void mm_deq_task(void *arg, int ith, int nth) {
+    const mm_deq *a = arg;
+    const int64_t K = a->K;
+    int64_t t0, t1;
+    bd_split(a->T, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++) {
+        uint8_t *xq = a->xq + (size_t)t * a->xrow;
+        a->dt->from_float(a->x + t * a->ldx, xq, K);
+        a->vt->to_float(xq, a->xf + t * K, K);
+    }
+    bd_threadpool_barrier(a->tp);
+
+    float tile[MM_DEQ_TILE];
+    int64_t rb_rows = (MM_DEQ_TILE / K) & ~(int64_t)3;
+    if (rb_rows > 64) rb_rows = 64;
+    int64_t tb = (MM_DEQ_XBLOCK / K) / 6 * 6;
+    if (tb < 6) tb = 6;
+    int64_t r0, r1;
+    bd_split_aligned(a->N, 4, ith, nth, &r0, &r1);
+    for (int64_t tt = 0; tt < a->T; tt += tb) {
+        const int64_t nt = a->T - tt < tb ? a->T - tt : tb;
+        for (int64_t rb = r0; rb < r1; rb += rb_rows) {
+            const int64_t nr = r1 - rb < rb_rows ? r1 - rb : rb_rows;
+            for (int64_t r = 0; r < nr; r++) a->wt->to_float(a->W + (size_t)(rb + r) * a->wrow, tile + r * K, K);
+            mm_f32 f = {tile, a->xf + tt * K, a->y + tt * a->ldy + rb, nr, K, nt, K, a->ldy};
+            mm_f32_rows(&f, 0, nr);
+        }
+    }
+}
+
+/* Whether bd_matmul takes the dequantize path for this call. */
+static int use_deq(uint32_t wtype, int64_t K, int64_t T) {
+    return wtype != BRAID_TYPE_F32 && T >= MM_DEQ_MIN_T && K * 4 <= MM_DEQ_TILE;
+}
+
 /* ---- entry points ------------------------------------------------------------------------------------------ */
 
 size_t bd_matmul_scratch_size(uint32_t wtype, int64_t K, int64_t T) {
     if (wtype == BRAID_TYPE_F32 || K <= 0 || T <= 0) return 0;
     const bd_dot_traits *dt = bd_dot_traits_get(wtype);
     if (!dt) return 0;
-    size_t row = bd_row_size(dt->vec_dot_type, K), total;
+    size_t row = bd_row_size(dt->vec_dot_type, K), total, xf;
     if (!bd_mul_size(row, (size_t)T, &total)) return 0;
+    if (use_deq(wtype, K, T)) {
+        total = (total + 63) & ~(size_t)63;
+        if (!bd_mul_size((size_t)T * sizeof(float), (size_t)K, &xf) || !bd_add_size(total, xf, &total)) return 0;
+    }
     return total;
 }
 
@@ -249,6 +364,15 @@ braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t
     size_t need = bd_matmul_scratch_size(wtype, K, T);
     if (!need || !scratch || scratch_size < need)
         return bd_error(BRAID_E_INVALID, "matmul: scratch of %zu bytes, %zu needed", scratch_size, need);
+    if (use_deq(wtype, K, T)) {
+        const bd_type_traits *vt = bd_type_traits_get(dt->vec_dot_type);
+        if (!vt) return bd_error(BRAID_E_UNSUPPORTED, "matmul: no traits for vec_dot_type %u", dt->vec_dot_type);
+        size_t xq_bytes = ((xrow * (size_t)T) + 63) & ~(size_t)63;
+        mm_deq a = {tp, dt, tt, vt, W, wrow, x, scratch, xrow, (float *)((uint8_t *)scratch + xq_bytes), y,
+                    N, K, T, ldx, ldy};
+        bd_threadpool_run(tp, mm_deq_task, &a);
+        return BRAID_OK;
+    }
     mm_q a = {tp, dt, W, wrow, x, scratch, xrow, y, N, K, T, ldx, ldy};
     bd_threadpool_run(tp, mm_q_task, &a);
     return BRAID_OK;

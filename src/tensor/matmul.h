@@ -6,7 +6,9 @@
  * As ggml does, activations are first converted to the weight type's vec_dot_type (dot.h), once per call,
  * into a caller-provided scratch buffer (so decode allocates nothing), then every (weight row, activation row)
  * pair is a vec_dot. Rows of W are split across the pool's threads; for T > 1 a block of weight rows is reused
- * for every token while it is in cache, so each weight row is read from memory once per call.
+ * for every token while it is in cache, so each weight row is read from memory once per call. From 16 tokens
+ * on (a prompt), tiles of W are dequantized and multiplied with the converted-and-widened activations by the
+ * F32 kernels: the same products, summed in another float order, several times faster.
  * F32 weights take a register-blocked kernel of their own (AVX-512 / AVX2 / C) in which every output element
  * is accumulated in the same order whatever T and the thread count, so the F32 result for a token does not
  * depend on the batch it came in (bit for bit). */

@@ -101,9 +101,10 @@ braid_status bd_attention(bd_threadpool *tp, const bd_attn *a, int64_t T, const 
 /* For T tokens of one sequence and C channels, kernel length L (w: rm[C][L], w[c][L-1] multiplies the current
  * token): y_t[c] = Σ_{m<L} w[c][m] · in_{t-(L-1)+m}[c] (+ bias[c]) (then silu if `silu`), where inputs before
  * the first token come from state (rm[C][L-1], oldest first). x: token t at x + t*ldx; y likewise (y must not
- * overlap x). On return the state holds the last L-1 inputs. Sums in float in kernel order (ggml_ssm_conv). */
+ * overlap x). On return the state holds the last L-1 inputs. Sums in float in kernel order (ggml_ssm_conv).
+ * snap (optional, may be NULL): snap[t], when not NULL, receives the state after token t (rm[C][L-1]). */
 void bd_conv1d_causal(bd_threadpool *tp, float *y, int64_t ldy, const float *x, int64_t ldx, float *state,
-                      const float *w, const float *bias, int64_t C, int L, int64_t T, int silu);
+                      const float *w, const float *bias, int64_t C, int L, int64_t T, int silu, float *const *snap);
 
 /* ---- Gated DeltaNet recurrence (gdn.c) ---------------------------------------------------------------------- */
 

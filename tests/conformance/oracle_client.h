@@ -248,7 +248,8 @@ static inline braid_status oracle_decode(oracle *o, int32_t n, const int32_t *to
         int last = 1;
         for (int32_t j = i + 1; j < n; j++) last &= (seq ? seq[j] : 0) != si;
         int flag = out ? out[i] != 0 : last;
-        if (fprintf(o->in, "%d %d %d %d\n", tokens[i], p[i], si, flag) < 0) s = bd_error(BRAID_E_IO, "oracle: write failed");
+        if (fprintf(o->in, "%d %d %d %d\n", tokens[i], p[i], si, flag) < 0)
+            s = bd_error(BRAID_E_IO, "oracle: write failed");
     }
     bd_free(p);
     if (s == BRAID_OK && fflush(o->in) != 0) s = bd_error(BRAID_E_IO, "oracle: write failed");
@@ -273,7 +274,8 @@ static inline braid_status oracle_decode_embd(oracle *o, int32_t n, const float 
         for (int32_t j = i + 1; j < n; j++) last &= (seq ? seq[j] : 0) != si;
         int flag = out ? out[i] != 0 : last;
         fprintf(o->in, "%d %d", si, flag);
-        for (int32_t k = 0; k < n_pos_given; k++) fprintf(o->in, " %d", pos[(size_t)i * (size_t)n_pos_given + (size_t)k]);
+        for (int32_t k = 0; k < n_pos_given; k++)
+            fprintf(o->in, " %d", pos[(size_t)i * (size_t)n_pos_given + (size_t)k]);
         if (fputc('\n', o->in) == EOF) s = bd_error(BRAID_E_IO, "oracle: write failed");
     }
     size_t nf = (size_t)n * (size_t)o->n_embd;

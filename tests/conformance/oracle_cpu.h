@@ -33,7 +33,12 @@ static oracle_cpu_traits_fn oracle_cpu_traits(const char **variant) {
     const bd_cpu_features *f = bd_cpu_get();
     const int ok[5] = {f->avx512bf16 && f->avx512vnni, f->avx512vnni && f->avx512vbmi, f->avx512f && f->avx512bw,
                        f->avx2 && f->fma && f->f16c, 1};
-    const char *dir = getenv("BRAID_ORACLE_DIR");
+    const char *dir = getenv("BRAID_ORACLE_DIR"); /* set by CTest; else the default cache of fetch-oracle.sh */
+    char home_dir[2048];
+    if (dir == NULL || *dir == 0) {
+        snprintf(home_dir, sizeof home_dir, "%s/.cache/braid/oracle/3.22.1", getenv("HOME") ? getenv("HOME") : ".");
+        dir = home_dir;
+    }
     const char *force = getenv("BRAID_GGML_CPU");
     char path[4096];
     for (int i = 0; i < 5; i++) {
@@ -43,7 +48,7 @@ static oracle_cpu_traits_fn oracle_cpu_traits(const char **variant) {
         } else if (!ok[i]) {
             continue;
         }
-        snprintf(path, sizeof path, "%s/lib/libggml-cpu-%s.so", dir ? dir : ".", v);
+        snprintf(path, sizeof path, "%s/lib/libggml-cpu-%s.so", dir, v);
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (h == NULL) {
             fprintf(stderr, "oracle_cpu: %s\n", dlerror());

@@ -6,7 +6,8 @@
  *               [--fa on|off|auto] [--kv-unified 0|1] [--default-bufts] [--verbose]
  * Defaults are the strict reference set-up of design.md §7: F32 K/V cache, flash attention off, no extra
  * (AMX / repacked) weight buffers, a unified KV cache. --default-bufts, --kv f16 and --fa auto give what a
- * user of llama.cpp gets.
+ * user of llama.cpp gets. --threads defaults to 1: ggml's workers spin while they wait, and on a loaded
+ * 2-core machine two of them made a 0.1 s run take 3-4 s (measured); benchmarks pass their own count.
  *
  * Protocol. One command per line on stdin; every command gets exactly one reply line on stdout, which starts
  * with "ok" (maybe followed by values) or "err <reason>" (the command failed inside llama.cpp; the driver
@@ -262,7 +263,8 @@ static void cmd_decode_embd(oracle *o, int32_t n, char **line, size_t *cap) {
         if (!read_line(line, cap)) die("decode_embd: input ended after %d of %d row lines", i, n);
         char *f[MAX_ARGS];
         int nf = split(*line, f, MAX_ARGS);
-        if (nf != 3 && nf != 2 + o->n_pos) die("decode_embd: want 'seq out p0 [.. p%d]', got %d fields", o->n_pos - 1, nf);
+        if (nf != 3 && nf != 2 + o->n_pos)
+            die("decode_embd: want 'seq out p0 [.. p%d]', got %d fields", o->n_pos - 1, nf);
         bb.b.n_seq_id[i] = parse_seqs(o, f[0], bb.b.seq_id[i]);
         bb.b.logits[i] = (int8_t)(parse_i32(f[1], "out flag") != 0);
         for (int32_t j = 0; j < o->n_pos; j++) {
@@ -395,7 +397,8 @@ static uint8_t *read_file(const char *path, size_t *n) {
 }
 
 static void cmd_state(oracle *o, int argc, char **argv, int seq, int save) {
-    want_args(argc, seq ? 3 : 2, seq ? 3 : 2, seq ? "state_seq_save|state_seq_load S FILE" : "state_save|state_load FILE");
+    want_args(argc, seq ? 3 : 2, seq ? 3 : 2,
+              seq ? "state_seq_save|state_seq_load S FILE" : "state_save|state_load FILE");
     int32_t s = -1;
     if (seq) {
         s = parse_i32(argv[1], "sequence");
@@ -454,7 +457,8 @@ static int run_command(oracle *o, char **line, size_t *cap) {
         cmd_greedy(o, argc, av);
     } else if (!strcmp(c, "seq_rm")) {
         want_args(argc, 4, 4, "seq_rm S P0 P1");
-        bool ok = llama_memory_seq_rm(o->mem, parse_i32(av[1], "sequence"), parse_i32(av[2], "p0"), parse_i32(av[3], "p1"));
+        bool ok =
+            llama_memory_seq_rm(o->mem, parse_i32(av[1], "sequence"), parse_i32(av[2], "p0"), parse_i32(av[3], "p1"));
         printf("ok %d\n", ok ? 1 : 0);
     } else if (!strcmp(c, "seq_cp")) {
         want_args(argc, 5, 5, "seq_cp S D P0 P1");
@@ -519,7 +523,7 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     const char *path = NULL;
-    int32_t n_ctx = 4096, n_batch = 0, n_ubatch = 512, n_threads = 2, n_seq_max = 4, unified = 1, default_bufts = 0;
+    int32_t n_ctx = 4096, n_batch = 0, n_ubatch = 512, n_threads = 1, n_seq_max = 4, unified = 1, default_bufts = 0;
     enum ggml_type kv = GGML_TYPE_F32;
     enum llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     for (int i = 1; i < argc; i++) {

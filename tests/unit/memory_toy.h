@@ -90,6 +90,10 @@ static inline void toy_rs_step(const toy_layout *t, const mem *m, float *st, int
 static inline braid_status toy_forward(const toy_layout *t, mem *m, const mem_ubatch *ub) {
     braid_type kt = mem_kv_type(m);
     size_t bf = mem_rs_block_floats(m);
+    for (int32_t r = 1; r < ub->n_rows; r++) /* a ubatch is all tokens or all embeddings */
+        if ((ub->embd[r] != NULL) != (ub->embd[0] != NULL) ||
+            (ub->batch_row[0] < 0 && ub->embd[r] && ub->embd[r] != ub->embd[0] + (size_t)r * t->n_embd))
+            return bd_error(BRAID_E_INVALID, "toy: ubatch row %d mixes input kinds or breaks the embedding block", r);
     for (int32_t k = 0; k < ub->n_runs; k++) {
         const mem_run *ru = &ub->runs[k];
         float *st = ru->rs_dst;
@@ -154,6 +158,41 @@ static inline braid_status toy_run(const toy_layout *t, mem *m, mem_batch *b, in
     else
         mem_batch_abort(m, b);
     return st;
+}
+
+/* The memory the state fuzzer loads into, and the content its seeds are saved from (tests/unit/test_memory.c
+ * writes the seeds with --corpus DIR; fuzz/fuzz_state.c rebuilds the same memory). */
+#define TOY_FUZZ_FP 0xF0221u
+static const toy_layout toy_fuzz_layout = {.name = "fuzz", .n_seq = 3, .n_pos = 4, .n_embd = 2, .n_ctx = 24,
+                                           .n_attn = 1, .n_rs = 1, .interval = 3, .rollback = 2, .n_ubatch = 4,
+                                           .kv_type = BRAID_TYPE_F16, .nk = {2}, .nv = {2}, .nconv = {2}, .nssm = {3},
+                                           .budget_blocks = 4};
+
+static inline braid_status toy_decode(const toy_layout *t, mem *m, int32_t s, int32_t n, int32_t tok0) {
+    braid_token tok[32];
+    braid_seq_id sid[32];
+    for (int32_t i = 0; i < n && i < 32; i++) tok[i] = tok0 + i, sid[i] = s;
+    braid_batch b = {.n_tokens = n < 32 ? n : 32, .token = tok, .seq = sid};
+    mem_batch *mb;
+    BD_TRY(mem_batch_begin(m, &b, 4, &mb));
+    return toy_run(t, m, mb, -1);
+}
+
+/* Shared cells, checkpoints, a pending rollback, an embedding input and stale K rows. */
+static inline braid_status toy_fuzz_fill(mem *m) {
+    const toy_layout *t = &toy_fuzz_layout;
+    BD_TRY(toy_decode(t, m, 0, 7, 3));
+    mem_batch *rb;
+    BD_TRY(mem_seq_copy(m, 0, 1, 4, &rb));
+    if (rb) BD_TRY(toy_run(t, m, rb, -1));
+    BD_TRY(toy_decode(t, m, 1, 2, 50));
+    float e[2] = {5, 1};
+    braid_batch b = {.n_tokens = 1, .embd = e, .seq = (braid_seq_id[]){2}};
+    mem_batch *mb;
+    BD_TRY(mem_batch_begin(m, &b, 4, &mb));
+    BD_TRY(toy_run(t, m, mb, -1));
+    BD_TRY(mem_seq_shift_pos(m, 0, 1, 3, 2));
+    return BRAID_OK;
 }
 
 #endif

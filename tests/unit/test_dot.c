@@ -4,7 +4,8 @@
  * converted by the level's own from_float (must give the same bytes as the portable converter), then the dot
  * must agree with the portable one within 1e-5 of the sum of |products| (float summation order is the only
  * allowed difference), and with a float64 dot of the dequantized rows within 1e-4 of that sum. Lengths cover
- * tails (odd lengths for the float types) and 1..16 blocks; rows start off the vector alignment. */
+ * tails (odd lengths for the float types) and 1..16 blocks; rows start off the vector alignment. vec_dot_n
+ * (several activation rows at once) must give exactly vec_dot's bits for every row. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -71,6 +72,16 @@ int main(void) {
                 for (int64_t i = 0; i < n; i++) {
                     xf[i] = scale_w * rnd_normal();
                     yf[i] = scale_a * rnd_normal() * (rep % 5 == 0 && i % 7 == 0 ? 10 : 1);
+                    if (rep == 19) { /* extremes: every level at its end and products of one sign, the worst
+                                        case for 16- and 32-bit integer sums */
+                        xf[i] = (i & 1) ? 1.0f : -1.0f;
+                        yf[i] = (i & 1) ? 3.0f : -3.0f;
+                    } else if (rep == 17 && (i / 32) % 2) {
+                        yf[i] *= 1e-39f; /* subnormal activation blocks: 127/amax overflows to infinity */
+                    } else if (rep == 18) {
+                        xf[i] = (i % 3) ? 2.0f : -2.0f;
+                        yf[i] = -xf[i];
+                    }
                 }
                 /* Rows off the vector alignment: dot.h promises only natural alignment (4 bytes suffices). */
                 uint8_t *xb = xq + 4 * (rep % 7), *yb0 = yq0 + 4 * (rep % 5), *yb = yq + 4 * (rep % 3);
@@ -105,6 +116,35 @@ int main(void) {
                 }
             }
         }
+        /* vec_dot_n: ny activation rows at once, bit-identical to vec_dot on each (strided output, rows a
+         * few bytes apart beyond their size). */
+        long n_bad = 0, n_checked = 0;
+        for (int li = 0; li < 3; li++) {
+            const int64_t n = wt->blck_size == 1 ? float_lens[li * 3 + 2] : block_counts[li * 2 + 1] * wt->blck_size;
+            const size_t by = bd_row_size(at, n) + 4;
+            uint8_t *ys = malloc(by * BD_DOT_MAX_NY);
+            for (int64_t i = 0; i < n; i++) xf[i] = rnd_normal();
+            wt->from_float(xf, xq, n);
+            for (int j = 0; j < BD_DOT_MAX_NY; j++) {
+                for (int64_t i = 0; i < n; i++) yf[i] = rnd_normal() * (j + 1);
+                tab[0][type].from_float(yf, ys + j * by, n);
+            }
+            for (int lv = 0; lv < levels; lv++) {
+                for (int ny = 1; ny <= BD_DOT_MAX_NY; ny++) {
+                    float out[3 * BD_DOT_MAX_NY], one;
+                    tab[lv][type].vec_dot_n(n, out, 3, xq, ys, by, ny);
+                    for (int j = 0; j < ny; j++) {
+                        tab[lv][type].vec_dot(n, &one, xq, ys + j * by);
+                        n_checked++;
+                        if (memcmp(&one, &out[3 * j], sizeof one) != 0) n_bad++;
+                        CHECK(memcmp(&one, &out[3 * j], sizeof one) == 0, "%s %s n=%lld ny=%d row %d: %.9g vs %.9g",
+                              wt->name, level_names[lv], (long long)n, ny, j, out[3 * j], one);
+                    }
+                }
+            }
+            free(ys);
+        }
+        CHECK(n_checked > 0 && n_bad == 0, "%s: vec_dot_n", wt->name);
         printf("%-5s scalar vs float64 %.2e", wt->name, worst_exact);
         for (int lv = 1; lv < levels; lv++) printf("  %s vs scalar %.2e", level_names[lv], worst[lv]);
         printf("  (of sum|x*y|)\n");

@@ -94,9 +94,11 @@ static void test_f32(bd_threadpool *tp4) {
 static void test_types(bd_threadpool *tp) {
     const uint32_t types[] = {BRAID_TYPE_F16, BRAID_TYPE_BF16, BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_0,
                               BRAID_TYPE_Q4_K, BRAID_TYPE_Q5_K, BRAID_TYPE_Q6_K};
-    const int64_t N = 37, K = 512, T = 9;
-    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-        uint32_t wt = types[ti];
+    const int64_t N = 37, K = 512;
+    for (size_t ti = 0; ti < 2 * sizeof types / sizeof types[0]; ti++) {
+        /* first with few tokens (vec_dot path), then with a prompt's worth (dequantized tiles) */
+        const int64_t T = ti < sizeof types / sizeof types[0] ? 9 : 40;
+        uint32_t wt = types[ti % (sizeof types / sizeof types[0])];
         const bd_type_traits *tt = bd_type_traits_get(wt);
         const bd_dot_traits *dt = bd_dot_traits_get(wt);
         CHECK(tt && dt, "type %u has traits and a dot product", wt);
@@ -121,12 +123,12 @@ static void test_types(bd_threadpool *tp) {
             dt->from_float(x + t * K, xq, K);
             vt->to_float(xq, xd + t * K, K);
         }
-        CHECK(ss == xrow * (size_t)T, "%s scratch size %zu", tt->name, ss);
+        CHECK(ss >= xrow * (size_t)T, "%s scratch size %zu", tt->name, ss);
         CHECK_STATUS(bd_matmul(NULL, wt, Wq, N, K, x, K, T, y1, N, scratch, ss), BRAID_OK);
         /* Integer dot products of quantized blocks are exact; what is left is float rounding of block sums
          * (and for K-quants the per-sub-block scales), within a few times the F32 bound. */
         double r = check_against(Wd, xd, K, y1, N, N, K, T, 4.0);
-        CHECK(r <= 1.0, "%s: error %.3g of bound", tt->name, r);
+        CHECK(r <= 1.0, "%s T=%lld: error %.3g of bound", tt->name, (long long)T, r);
         CHECK_STATUS(bd_matmul(tp, wt, Wq, N, K, x, K, T, y, N, scratch, ss), BRAID_OK);
         CHECK(!memcmp(y, y1, (size_t)(T * N) * 4), "%s: 1 vs N threads differ", tt->name);
         CHECK_STATUS(bd_matmul(NULL, wt, Wq, N, K, x, K, T, y1, N, scratch, ss - 1), BRAID_E_INVALID);

@@ -173,7 +173,9 @@ static void test_save_pending_rollback(void) {
     mem *m = new_mem(t);
     CHECK_STATUS(decode_tokens(t, m, 0, 10, 1, 16), BRAID_OK);
     CHECK_STATUS(decode_tokens(t, m, 2, 7, 40, 16), BRAID_OK);
-    CHECK_STATUS(mem_seq_copy(m, 0, 1, 6, &(mem_batch *){NULL}), BRAID_OK); /* shared cells */
+    mem_batch *rb;
+    CHECK_STATUS(mem_seq_copy(m, 0, 1, 6, &rb), BRAID_OK); /* shared cells */
+    if (rb) CHECK_STATUS(toy_run(t, m, rb, -1), BRAID_OK);
     CHECK_STATUS(decode_tokens(t, m, 0, 4, 900, 16), BRAID_OK);            /* 4 speculative drafts */
     int32_t lo, hi;
     mem_seq_rollback_range(m, 0, &lo, &hi);
@@ -190,7 +192,6 @@ static void test_save_pending_rollback(void) {
     mem_seq_rollback_range(m2, 0, &lo, &hi);
     CHECK(lo == 10 && hi == 14, "rollback survives save/load: [%d, %d]", lo, hi);
     /* verify keeps 2 drafts on both: a rollback (no replay), identical results */
-    mem_batch *rb;
     CHECK_STATUS(mem_seq_truncate(m, 0, 12, &rb), BRAID_OK);
     CHECK(rb == NULL, "rollback, no replay");
     CHECK_STATUS(mem_seq_truncate(m2, 0, 12, &rb), BRAID_OK);
@@ -459,12 +460,24 @@ static void test_batch_validation(void) {
     CHECK_STATUS(mem_batch_begin(m, &(braid_batch){.n_tokens = 1, .token = tok, .pos = neg}, 4, &mb), BRAID_E_RANGE);
     CHECK_STATUS(mem_batch_begin(m, &(braid_batch){.n_tokens = 1, .token = (braid_token[]){-5}}, 4, &mb), BRAID_E_RANGE);
     CHECK_STATUS(mem_batch_begin(m, &(braid_batch){.n_tokens = 4, .token = tok}, 0, &mb), BRAID_E_INVALID);
+    braid_pos top[4] = {MEM_POS_MAX, MEM_POS_MAX, MEM_POS_MAX, 0};
+    CHECK_STATUS(mem_batch_begin(m, &(braid_batch){.n_tokens = 1, .token = tok, .seq = (braid_seq_id[]){3}, .pos = top},
+                                 4, &mb), BRAID_OK);
+    mem_batch_abort(m, mb);
     size_t n1;
     void *after = save(m, -1, &n1);
     CHECK(n0 == n1 && !memcmp(before, after, n0), "refused batches changed nothing");
     bd_free(before);
     bd_free(after);
 
+    CHECK_STATUS(decode_tokens(t, m, 3, 0, 0, 1), BRAID_E_INVALID);
+    {
+        braid_batch b1 = {.n_tokens = 1, .token = tok, .seq = (braid_seq_id[]){3}, .pos = top};
+        CHECK_STATUS(mem_batch_begin(m, &b1, 4, &mb), BRAID_OK);
+        CHECK_STATUS(toy_run(t, m, mb, -1), BRAID_OK);
+        CHECK_STATUS(decode_tokens(t, m, 3, 1, 1, 4), BRAID_E_RANGE); /* the next default position passes the maximum */
+        mem_seq_clear(m, 3);
+    }
     /* Splitting: any mix of sequences; runs group each sequence's rows in order. */
     braid_token t12[12];
     braid_seq_id s12[12] = {0, 1, 0, 2, 1, 0, 3, 3, 2, 0, 1, 0};
@@ -567,7 +580,31 @@ static void test_params(void) {
     CHECK(m == NULL, "no memory on failure");
 }
 
-int main(void) {
+/* --corpus DIR: writes the state fuzzer's seeds. */
+static int write_corpus(const char *dir) {
+    const toy_layout *t = &toy_fuzz_layout;
+    mem *m = new_mem(t), *e = new_mem(t);
+    if (!m || !e || toy_fuzz_fill(m) != BRAID_OK) return 1;
+    struct {
+        const mem *m;
+        int32_t s;
+        const char *name;
+    } seeds[] = {{m, -1, "whole"}, {m, 0, "seq0"}, {m, 1, "seq1_shared"}, {m, 2, "seq2_embd"}, {e, -1, "empty"}};
+    for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+        if (mem_state_save_file(seeds[i].m, seeds[i].s, TOY_FUZZ_FP, "fuzz", path) != BRAID_OK) {
+            fprintf(stderr, "%s: %s\n", path, braid_last_error());
+            return 1;
+        }
+    }
+    mem_free(m);
+    mem_free(e);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--corpus")) return write_corpus(argv[2]);
     test_params();
     test_mrope_image();
     test_remove_truncate_refuse();

@@ -27,10 +27,10 @@ static uint32_t rnd(void) {
 static int32_t rnd_in(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint32_t)(hi - lo + 1)); } /* [lo, hi] */
 
 enum { OP_DECODE, OP_DECODE_FAIL, OP_TRUNCATE, OP_TRUNCATE_REPLAY, OP_REMOVE, OP_REFUSED, OP_SHIFT, OP_DIV, OP_COPY,
-       OP_COPY_REPLAY, OP_CLEAR, OP_CHECKPOINT, OP_SAVE_WHOLE, OP_SAVE_SEQ, OP_CORRUPT, OP_FULL, OP_N };
+       OP_COPY_REPLAY, OP_CLEAR, OP_CHECKPOINT, OP_SAVE_WHOLE, OP_SAVE_SEQ, OP_CORRUPT, OP_FULL, OP_TRUNC_RB, OP_N };
 static const char *op_names[OP_N] = {"decode", "decode_fail", "truncate", "truncate_replay", "remove", "refused",
                                      "shift", "div", "copy", "copy_replay", "clear", "checkpoint", "save_whole",
-                                     "save_seq", "corrupt_load", "full"};
+                                     "save_seq", "corrupt_load", "full", "(via rollback)"};
 static uint64_t op_count[OP_N];
 
 typedef struct world {
@@ -242,6 +242,7 @@ static void op_truncate(world *w) {
     int32_t n = rnd() % 3 == 0 ? rnd_in(0, q->len) : rnd_in(q->len > 8 ? q->len - 8 : 0, q->len);
     int32_t lo, hi, ck[256], nck = mem_seq_checkpoints(w->m, s, ck, 256);
     mem_seq_rollback_range(w->m, s, &lo, &hi);
+    if (lo >= 0 && rnd() % 2) n = rnd_in(lo, hi); /* a speculative verify */
     int32_t expect_from = 0, at_hand = n == q->len || n == 0 || (lo >= 0 && n >= lo && n <= hi);
     for (int32_t i = 0; i < nck; i++) {
         if (ck[i] == n) at_hand = 1;
@@ -260,6 +261,7 @@ static void op_truncate(world *w) {
         WCHECK(w, rb == NULL, "step %llu: truncate to %d replays although the state is at hand", (unsigned long long)w->steps, n);
         if (rb) mem_batch_abort(w->m, rb);
         bd_free(before);
+        if (w->r.bf && lo >= 0 && n >= lo && n < hi) op_count[OP_TRUNC_RB]++;
         q->len = n;
         if (q->approx >= n) q->approx = -1;
         op_count[OP_TRUNCATE]++;

@@ -1,0 +1,180 @@
+/* gen_mamba.c — the mamba2 and nemotron_h rows of the model generator: pure Mamba2 models, and Nemotron-H
+ * hybrids whose layers are Mamba2 mixers ('M'), attention without RoPE ('*') or relu² MLPs ('-') as the
+ * layer pattern says. They share the Mamba2 mixer's tensors (architectures.md §2). */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "models/gen/gen_arch.h"
+
+/* ---- the Mamba2 mixer, shared ---------------------------------------------------------------------- */
+
+static braid_status mixer_check(const char *arch, gen_shape *s) {
+    BD_TRY(gen_check_positive(arch, "context length", s->n_ctx));
+    BD_TRY(gen_check_positive(arch, "layers", s->n_layer));
+    BD_TRY(gen_check_positive(arch, "embd", s->n_embd));
+    BD_TRY(gen_check_positive(arch, "state", s->ssm_state));
+    BD_TRY(gen_check_positive(arch, "groups (k-heads)", s->ssm_groups));
+    BD_TRY(gen_check_positive(arch, "heads (v-heads)", s->ssm_heads));
+    BD_TRY(gen_check_positive(arch, "inner", s->ssm_inner));
+    if (s->ssm_conv < 2)
+        return bd_error(BRAID_E_INVALID, "%s: conv kernel must be >= 2 (got %lld)", arch, (long long)s->ssm_conv);
+    if (s->ssm_inner % s->ssm_heads || s->ssm_inner % s->ssm_groups || s->ssm_heads % s->ssm_groups)
+        return bd_error(BRAID_E_INVALID, "%s: inner (%lld) must be a multiple of heads (%lld) and groups (%lld), "
+                        "and heads of groups", arch, (long long)s->ssm_inner, (long long)s->ssm_heads,
+                        (long long)s->ssm_groups);
+    return BRAID_OK;
+}
+
+static braid_status mixer_keys(const gen_shape *s, gen_plan *p) {
+    BD_TRY(gen_key_u32(p, "ssm.conv_kernel", (uint32_t)s->ssm_conv));
+    BD_TRY(gen_key_u32(p, "ssm.inner_size", (uint32_t)s->ssm_inner));
+    BD_TRY(gen_key_u32(p, "ssm.state_size", (uint32_t)s->ssm_state));
+    BD_TRY(gen_key_u32(p, "ssm.time_step_rank", (uint32_t)s->ssm_heads));
+    BD_TRY(gen_key_u32(p, "ssm.group_count", (uint32_t)s->ssm_groups));
+    return BRAID_OK;
+}
+
+static braid_status mixer_tensors(const gen_shape *s, gen_plan *p, int l) {
+    const int64_t E = s->n_embd, di = s->ssm_inner, G = s->ssm_groups, N = s->ssm_state, H = s->ssm_heads;
+    const int64_t conv_dim = di + 2 * G * N, d_in_proj = 2 * di + 2 * G * N + H;
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, d_in_proj, "blk.%d.ssm_in.weight", l));
+    BD_TRY(gen_tensor(p, GEN_CONV, s->ssm_conv, conv_dim, "blk.%d.ssm_conv1d.weight", l));
+    BD_TRY(gen_tensor(p, GEN_BIAS, conv_dim, 0, "blk.%d.ssm_conv1d.bias", l));
+    BD_TRY(gen_tensor(p, GEN_BIAS, H, 0, "blk.%d.ssm_dt.bias", l));
+    BD_TRY(gen_tensor(p, GEN_NEG, 1, H, "blk.%d.ssm_a", l));
+    BD_TRY(gen_tensor(p, GEN_NORM, 1, H, "blk.%d.ssm_d", l));
+    BD_TRY(gen_tensor(p, GEN_NORM, di / G, G, "blk.%d.ssm_norm.weight", l));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, di, E, "blk.%d.ssm_out.weight", l));
+    return BRAID_OK;
+}
+
+/* ---- mamba2 ------------------------------------------------------------------------------------------ */
+
+#define M2_PRESET(layers, embd, inner, state, heads, groups)                                                 \
+    {.n_ctx = 4096, .n_layer = layers, .n_embd = embd, .n_ff = GEN_UNSET, .n_head = GEN_UNSET,                \
+     .n_head_kv = GEN_UNSET, .head_dim = GEN_UNSET, .n_rot = GEN_UNSET, .ssm_conv = 4, .ssm_state = state,    \
+     .ssm_groups = groups, .ssm_heads = heads, .ssm_inner = inner, .interval = GEN_UNSET, .eps = 1e-5f}
+
+static braid_status m2_check(gen_shape *s) { return mixer_check("mamba2", s); }
+
+static braid_status m2_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    const int64_t E = s->n_embd;
+    BD_TRY(gen_key_u32(p, "context_length", (uint32_t)s->n_ctx));
+    BD_TRY(gen_key_u32(p, "embedding_length", (uint32_t)E));
+    BD_TRY(gen_key_u32(p, "block_count", (uint32_t)s->n_layer));
+    BD_TRY(mixer_keys(s, p));
+    BD_TRY(gen_key_f32(p, "attention.layer_norm_rms_epsilon", s->eps));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "token_embd.weight"));
+    for (int l = 0; l < (int)s->n_layer; l++) {
+        BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.attn_norm.weight", l));
+        BD_TRY(mixer_tensors(s, p, l));
+    }
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "output_norm.weight"));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "output.weight"));
+    return BRAID_OK;
+}
+
+const gen_arch gen_arch_mamba2 = {
+    .name = "mamba2",
+    .presets =
+        {
+            [GEN_PRESET_TINY] = M2_PRESET(2, 64, 128, 16, 4, 2), /* architectures.md §2.2 */
+            [GEN_PRESET_SMALL] = M2_PRESET(4, 128, 256, 32, 8, 2),
+            [GEN_PRESET_MEDIUM] = M2_PRESET(8, 256, 512, 64, 8, 2),
+            /* ~0.6B with the untied output: hidden 1024, 48 layers, 32 heads of 64, d_state 128 */
+            [GEN_PRESET_05B] = M2_PRESET(48, 1024, 2048, 128, 32, 1),
+        },
+    .check = m2_check,
+    .describe = m2_describe,
+};
+
+/* ---- nemotron_h -------------------------------------------------------------------------------------- */
+
+#define NH_PRESET(layers, embd, ff, heads, kv, hd, inner, state, sheads, groups, pat)                         \
+    {.n_ctx = 4096, .n_layer = layers, .n_embd = embd, .n_ff = ff, .n_head = heads, .n_head_kv = kv,          \
+     .head_dim = hd, .n_rot = GEN_UNSET, .ssm_conv = 4, .ssm_state = state, .ssm_groups = groups,              \
+     .ssm_heads = sheads, .ssm_inner = inner, .interval = GEN_UNSET, .eps = 1e-5f, .pattern = pat}
+
+/* Layer il's kind: the pattern repeated over the layers. */
+static char nh_kind(const gen_shape *s, int64_t il) { return s->pattern[il % (int64_t)strlen(s->pattern)]; }
+
+static braid_status nh_check(gen_shape *s) {
+    BD_TRY(mixer_check("nemotron_h", s));
+    BD_TRY(gen_check_positive("nemotron_h", "ff", s->n_ff));
+    BD_TRY(gen_check_positive("nemotron_h", "heads", s->n_head));
+    BD_TRY(gen_check_positive("nemotron_h", "heads-kv", s->n_head_kv));
+    BD_TRY(gen_check_positive("nemotron_h", "head-dim", s->head_dim));
+    if (s->n_head % s->n_head_kv)
+        return bd_error(BRAID_E_INVALID, "nemotron_h: heads (%lld) must be a multiple of heads-kv (%lld)",
+                        (long long)s->n_head, (long long)s->n_head_kv);
+    if (!s->pattern[0]) return bd_error(BRAID_E_INVALID, "nemotron_h: empty layer pattern");
+    for (const char *c = s->pattern; *c; c++)
+        if (*c != 'M' && *c != '*' && *c != '-')
+            return bd_error(BRAID_E_INVALID, "nemotron_h: pattern '%s' has '%c' (want M mamba2, * attention, - mlp)",
+                            s->pattern, *c);
+    return BRAID_OK;
+}
+
+static braid_status nh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    const int64_t E = s->n_embd, hd = s->head_dim, nh = s->n_head, nkv = s->n_head_kv, L = s->n_layer;
+    int32_t *ff = bd_mallocn((size_t)L, sizeof *ff), *kv = bd_mallocn((size_t)L, sizeof *kv);
+    braid_status st = BRAID_OK;
+    if (!ff || !kv) st = bd_error(BRAID_E_NOMEM, "gen-model: out of memory");
+    /* the layer kinds are encoded in the per-layer arrays: attention has KV heads, an MLP has an ff size,
+     * a Mamba2 layer has neither */
+    for (int64_t il = 0; st == BRAID_OK && il < L; il++) {
+        ff[il] = nh_kind(s, il) == '-' ? (int32_t)s->n_ff : 0;
+        kv[il] = nh_kind(s, il) == '*' ? (int32_t)nkv : 0;
+    }
+    if (st == BRAID_OK) st = gen_key_u32(p, "context_length", (uint32_t)s->n_ctx);
+    if (st == BRAID_OK) st = gen_key_u32(p, "embedding_length", (uint32_t)E);
+    if (st == BRAID_OK) st = gen_key_u32(p, "block_count", (uint32_t)L);
+    if (st == BRAID_OK) st = mixer_keys(s, p);
+    if (st == BRAID_OK) st = gen_key_i32_array(p, "feed_forward_length", ff, (uint64_t)L);
+    if (st == BRAID_OK) st = gen_key_u32(p, "attention.head_count", (uint32_t)nh);
+    if (st == BRAID_OK) st = gen_key_i32_array(p, "attention.head_count_kv", kv, (uint64_t)L);
+    if (st == BRAID_OK) st = gen_key_u32(p, "attention.key_length", (uint32_t)hd);
+    if (st == BRAID_OK) st = gen_key_u32(p, "attention.value_length", (uint32_t)hd);
+    if (st == BRAID_OK) st = gen_key_f32(p, "attention.layer_norm_epsilon", s->eps);
+    if (st == BRAID_OK) st = gen_key_f32(p, "attention.layer_norm_rms_epsilon", s->eps);
+    bd_free(ff);
+    bd_free(kv);
+    BD_TRY(st);
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "token_embd.weight"));
+    for (int l = 0; l < (int)L; l++) {
+        BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.attn_norm.weight", l));
+        switch (nh_kind(s, l)) {
+        case 'M':
+            BD_TRY(mixer_tensors(s, p, l));
+            break;
+        case '*': /* no RoPE, no q/k norms */
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nh, "blk.%d.attn_q.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_k.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_v.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, hd * nh, E, "blk.%d.attn_output.weight", l));
+            break;
+        default: /* relu² MLP */
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_up.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff, E, "blk.%d.ffn_down.weight", l));
+            break;
+        }
+    }
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "output_norm.weight"));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "output.weight"));
+    return BRAID_OK;
+}
+
+const gen_arch gen_arch_nemotron_h = {
+    .name = "nemotron_h",
+    .presets =
+        {
+            /* tiny: architectures.md §2.3 (layer 0 Mamba2, 1 attention, 2 MLP) */
+            [GEN_PRESET_TINY] = NH_PRESET(3, 64, 128, 2, 2, 32, 128, 16, 4, 2, "M*-"),
+            [GEN_PRESET_SMALL] = NH_PRESET(6, 128, 256, 4, 2, 32, 256, 32, 8, 2, "M-M*-M"),
+            [GEN_PRESET_MEDIUM] = NH_PRESET(10, 256, 768, 4, 2, 64, 512, 64, 8, 2, "M-M*-"),
+            /* ~0.55B with the untied output; Nemotron-H's M-M-M*- rhythm */
+            [GEN_PRESET_05B] = NH_PRESET(32, 1024, 4096, 8, 2, 128, 2048, 128, 32, 8, "M-M-M*-"),
+        },
+    .check = nh_check,
+    .describe = nh_describe,
+};

@@ -1,0 +1,153 @@
+/* conv.c — causal depthwise conv1d over time with a rolling state (architectures.md §1.7 step 3, §2.1 step 2,
+ * §3.3): GDN and Mamba2 on the in-projection (then silu), LFM2's short convolution (no activation).
+ *
+ * Each channel sums w[c][m]·in[t-(L-1)+m] for m = 0..L-1 in that order starting from 0 (ggml_ssm_conv), then
+ * adds the bias and applies silu. The vector paths do 16 (AVX-512) or 8 (AVX2) channels at a time, keeping
+ * the channels' last L-1 inputs in a small window, so x is read row by row; threads take blocks of channels. */
+#include <assert.h>
+#include <math.h>
+
+#include "tensor/ops.h"
+#include "tensor/simd.h"
+#include "tensor/vexp.h"
+
+#define CONV_MAX_L 16
+
+typedef struct conv_job {
+    float *y;
+    const float *x;
+    float *state;
+    const float *w, *bias;
+    int64_t ldy, ldx, C, T;
+    int L, silu;
+    float *const *snap;
+} conv_job;
+
+static inline float silu1(float v) { return v / (1.0f + expf(-v)); }
+
+/* Channels [c0, c1), one at a time. */
+static void conv_scalar(const conv_job *j, int64_t c0, int64_t c1) {
+    const int L = j->L;
+    for (int64_t c = c0; c < c1; c++) {
+        float win[CONV_MAX_L];
+        float *st = j->state + c * (L - 1);
+        const float *w = j->w + c * L;
+        for (int m = 0; m < L - 1; m++) win[m] = st[m];
+        for (int64_t t = 0; t < j->T; t++) {
+            const float xv = j->x[t * j->ldx + c];
+            float s = 0.0f;
+            for (int m = 0; m < L - 1; m++) s += w[m] * win[m];
+            s += w[L - 1] * xv;
+            if (j->bias) s += j->bias[c];
+            j->y[t * j->ldy + c] = j->silu ? silu1(s) : s;
+            for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
+            if (L > 1) win[L - 2] = xv;
+            if (j->snap && j->snap[t])
+                for (int m = 0; m < L - 1; m++) j->snap[t][c * (L - 1) + m] = win[m];
+        }
+        for (int m = 0; m < L - 1; m++) st[m] = win[m];
+    }
+}
+
+#if BD_HAVE_X86
+BD_TARGET_AVX512 static void conv_avx512(const conv_job *j, int64_t c0, int64_t c1) {
+    const int L = j->L;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int64_t cb = c0; cb < c1; cb += 16) {
+        const int nc = c1 - cb >= 16 ? 16 : (int)(c1 - cb);
+        const __mmask16 mk = nc == 16 ? (__mmask16)0xffff : (__mmask16)((1u << nc) - 1);
+        /* transpose the kernel and the state of these channels: [m][lane] */
+        float wt[CONV_MAX_L][16] = {{0}}, st[CONV_MAX_L][16] = {{0}}, bs[16] = {0};
+        for (int l = 0; l < nc; l++) {
+            for (int m = 0; m < L; m++) wt[m][l] = j->w[(cb + l) * L + m];
+            for (int m = 0; m < L - 1; m++) st[m][l] = j->state[(cb + l) * (L - 1) + m];
+            if (j->bias) bs[l] = j->bias[cb + l];
+        }
+        __m512 win[CONV_MAX_L], wv[CONV_MAX_L];
+        for (int m = 0; m < L; m++) wv[m] = _mm512_loadu_ps(wt[m]);
+        for (int m = 0; m < L - 1; m++) win[m] = _mm512_loadu_ps(st[m]);
+        const __m512 bv = _mm512_loadu_ps(bs);
+        for (int64_t t = 0; t < j->T; t++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(mk, j->x + t * j->ldx + cb);
+            __m512 s = _mm512_setzero_ps();
+            for (int m = 0; m < L - 1; m++) s = _mm512_fmadd_ps(wv[m], win[m], s);
+            s = _mm512_fmadd_ps(wv[L - 1], xv, s);
+            if (j->bias) s = _mm512_add_ps(s, bv);
+            if (j->silu) s = _mm512_div_ps(s, _mm512_add_ps(one, bd_exp512(_mm512_sub_ps(_mm512_setzero_ps(), s))));
+            _mm512_mask_storeu_ps(j->y + t * j->ldy + cb, mk, s);
+            for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
+            if (L > 1) win[L - 2] = xv;
+            if (j->snap && j->snap[t]) {
+                float tmp[CONV_MAX_L][16];
+                for (int m = 0; m < L - 1; m++) _mm512_storeu_ps(tmp[m], win[m]);
+                for (int l = 0; l < nc; l++)
+                    for (int m = 0; m < L - 1; m++) j->snap[t][(cb + l) * (L - 1) + m] = tmp[m][l];
+            }
+        }
+        for (int m = 0; m < L - 1; m++) _mm512_storeu_ps(st[m], win[m]);
+        for (int l = 0; l < nc; l++)
+            for (int m = 0; m < L - 1; m++) j->state[(cb + l) * (L - 1) + m] = st[m][l];
+    }
+}
+
+BD_TARGET_AVX2 static void conv_avx2(const conv_job *j, int64_t c0, int64_t c1) {
+    const int L = j->L;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t cb = c0;
+    for (; cb + 8 <= c1; cb += 8) {
+        float wt[CONV_MAX_L][8], st[CONV_MAX_L][8], bs[8] = {0};
+        for (int l = 0; l < 8; l++) {
+            for (int m = 0; m < L; m++) wt[m][l] = j->w[(cb + l) * L + m];
+            for (int m = 0; m < L - 1; m++) st[m][l] = j->state[(cb + l) * (L - 1) + m];
+            if (j->bias) bs[l] = j->bias[cb + l];
+        }
+        __m256 win[CONV_MAX_L], wv[CONV_MAX_L];
+        for (int m = 0; m < L; m++) wv[m] = _mm256_loadu_ps(wt[m]);
+        for (int m = 0; m < L - 1; m++) win[m] = _mm256_loadu_ps(st[m]);
+        const __m256 bv = _mm256_loadu_ps(bs);
+        for (int64_t t = 0; t < j->T; t++) {
+            const __m256 xv = _mm256_loadu_ps(j->x + t * j->ldx + cb);
+            __m256 s = _mm256_setzero_ps();
+            for (int m = 0; m < L - 1; m++) s = _mm256_fmadd_ps(wv[m], win[m], s);
+            s = _mm256_fmadd_ps(wv[L - 1], xv, s);
+            if (j->bias) s = _mm256_add_ps(s, bv);
+            if (j->silu) s = _mm256_div_ps(s, _mm256_add_ps(one, bd_exp256(_mm256_sub_ps(_mm256_setzero_ps(), s))));
+            _mm256_storeu_ps(j->y + t * j->ldy + cb, s);
+            for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
+            if (L > 1) win[L - 2] = xv;
+            if (j->snap && j->snap[t]) {
+                float tmp[CONV_MAX_L][8];
+                for (int m = 0; m < L - 1; m++) _mm256_storeu_ps(tmp[m], win[m]);
+                for (int l = 0; l < 8; l++)
+                    for (int m = 0; m < L - 1; m++) j->snap[t][(cb + l) * (L - 1) + m] = tmp[m][l];
+            }
+        }
+        for (int m = 0; m < L - 1; m++) _mm256_storeu_ps(st[m], win[m]);
+        for (int l = 0; l < 8; l++)
+            for (int m = 0; m < L - 1; m++) j->state[(cb + l) * (L - 1) + m] = st[m][l];
+    }
+    if (cb < c1) conv_scalar(j, cb, c1);
+}
+#endif
+
+static void conv_task(void *p, int ith, int nth) {
+    const conv_job *j = p;
+    int64_t c0, c1;
+    bd_split_aligned(j->C, 16, ith, nth, &c0, &c1);
+    if (c0 >= c1) return;
+#if BD_HAVE_X86
+    switch (bd_simd()) {
+    case BD_SIMD_AVX512: conv_avx512(j, c0, c1); return;
+    case BD_SIMD_AVX2: conv_avx2(j, c0, c1); return;
+    default: break;
+    }
+#endif
+    conv_scalar(j, c0, c1);
+}
+
+void bd_conv1d_causal(bd_threadpool *tp, float *y, int64_t ldy, const float *x, int64_t ldx, float *state,
+                      const float *w, const float *bias, int64_t C, int L, int64_t T, int silu, float *const *snap) {
+    assert(L >= 1 && L <= CONV_MAX_L);
+    conv_job j = {y, x, state, w, bias, ldy, ldx, C, T, L, silu, snap};
+    bd_threadpool_run(C * T < 8192 ? NULL : tp, conv_task, &j);
+}

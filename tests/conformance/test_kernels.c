@@ -1,0 +1,311 @@
+/* test_kernels.c — braid's kernels against the ops llama.cpp itself runs: the same random inputs go through a
+ * one-op ggml graph on llama.cpp's CPU backend (loaded from the oracle's prebuilt libraries) and through
+ * braid's kernel, and the outputs are compared. This pins down the facts the unit tests take from
+ * architectures.md (RoPE angles built by float multiplication, IMROPE sections, the conv state order, the delta
+ * rule's state layout and broadcast, the Mamba2 scan, softmax, the activation conversion of every weight type
+ * in mul_mat) on llama.cpp's real code.
+ *
+ * Tolerance: both sides compute the same float expressions, differing only in summation order (SIMD widths,
+ * trees) and in vector expf implementations; such differences are a few ulp of the magnitudes summed. Each
+ * check states its scale: |braid − ggml| <= tol·(scale of that output). A wrong index, section, sign or
+ * order gives errors of order 1 on that scale. */
+#include <math.h>
+#include <string.h>
+
+#include <ggml-backend.h>
+#include <ggml-cpu.h>
+#include <ggml.h>
+
+#include "base/alloc.h"
+#include "tensor/dot.h"
+#include "tensor/matmul.h"
+#include "tensor/ops.h"
+#include "tensor/types.h"
+#include "test.h"
+
+static uint64_t rng = 0x853C49E6748FEA9Bull;
+static float frand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 8388608.0)) - 1.0f;
+}
+static void fill(float *p, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) p[i] = frand() * scale;
+}
+
+static ggml_backend_t backend;
+
+static struct ggml_context *new_ctx(void) {
+    struct ggml_init_params ip = {256u << 20, NULL, false};
+    return ggml_init(ip);
+}
+
+static void compute(struct ggml_context *ctx, struct ggml_tensor *out) {
+    struct ggml_cgraph *gf = ggml_new_graph(ctx);
+    ggml_build_forward_expand(gf, out);
+    enum ggml_status st = ggml_backend_graph_compute(backend, gf);
+    CHECK(st == GGML_STATUS_SUCCESS, "ggml graph computed (%d)", (int)st);
+}
+
+/* max |a-b| / scale over n */
+static double maxdiff(const float *a, const float *b, int64_t n, double scale) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]) / scale);
+    return m;
+}
+static double maxabs(const float *a, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+static void test_norm_softmax(void) {
+    struct ggml_context *ctx = new_ctx();
+    const int64_t n = 1024, rows = 7;
+    struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, n, rows);
+    fill(x->data, n * rows, 3);
+    struct ggml_tensor *rn = ggml_rms_norm(ctx, x, 1e-6f);
+    struct ggml_tensor *l2 = ggml_scale(ctx, ggml_rms_norm(ctx, x, 1e-6f / (float)n), 1.0f / sqrtf((float)n));
+    struct ggml_tensor *sm = ggml_soft_max_ext(ctx, x, NULL, 0.7f, 0.0f);
+    struct ggml_tensor *si = ggml_silu(ctx, x);
+    compute(ctx, rn);
+    compute(ctx, l2);
+    compute(ctx, sm);
+    compute(ctx, si);
+    float *y = bd_mallocn((size_t)(n * rows), 4), *tmp = bd_mallocn((size_t)n, 4);
+    bd_rmsnorm_rows(NULL, y, n, x->data, n, NULL, n, rows, 1e-6f);
+    double d = maxdiff(y, rn->data, n * rows, maxabs(rn->data, n * rows));
+    CHECK(d < 1e-6, "rms_norm: %.3g", d);
+    printf("rms_norm max rel diff %.3g\n", d);
+    bd_l2norm_rows(NULL, y, n, x->data, n, n, rows, 1e-6f);
+    d = maxdiff(y, l2->data, n * rows, maxabs(l2->data, n * rows));
+    CHECK(d < 1e-6, "gdn l2 norm: %.3g", d);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < n; i++) tmp[i] = ((float *)x->data)[r * n + i] * 0.7f;
+        bd_softmax(y + r * n, tmp, n);
+    }
+    d = maxdiff(y, sm->data, n * rows, maxabs(sm->data, n * rows));
+    CHECK(d < 1e-5, "soft_max: %.3g", d);
+    printf("soft_max max rel diff %.3g\n", d);
+    bd_silu(y, x->data, n * rows);
+    d = maxdiff(y, si->data, n * rows, maxabs(si->data, n * rows));
+    CHECK(d < 1e-6, "silu: %.3g", d);
+    bd_free(y);
+    bd_free(tmp);
+    ggml_free(ctx);
+}
+
+static void test_rope(void) {
+    const int hd = 64, nh = 4, T = 50;
+    const struct {
+        int mode, n_rot, sect[4], npp;
+        float base;
+    } cases[] = {
+        {GGML_ROPE_TYPE_IMROPE, 64, {11, 11, 10, 0}, 1, 10000000.0f}, /* qwen35 text */
+        {GGML_ROPE_TYPE_IMROPE, 48, {8, 8, 6, 2}, 4, 5000000.0f},     /* grid positions, partial rotation */
+        {GGML_ROPE_TYPE_NEOX, 64, {0}, 1, 1000000.0f},
+        {GGML_ROPE_TYPE_NORMAL, 32, {0}, 1, 10000.0f},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct ggml_context *ctx = new_ctx();
+        const int mrope = cases[ci].mode == GGML_ROPE_TYPE_IMROPE;
+        struct ggml_tensor *x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, nh, T);
+        struct ggml_tensor *p = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, mrope ? 4 * T : T);
+        fill(x->data, (int64_t)hd * nh * T, 1);
+        int32_t pos[4 * 50]; /* braid: token-major components */
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < 4; c++) pos[t * 4 + c] = c == 3 ? (t % 4) : 3000 + t * 7 + c * 13 * (t % 5);
+        int32_t *pd = p->data;
+        for (int t = 0; t < T; t++) {
+            if (!mrope) {
+                pd[t] = pos[t * 4];
+            } else if (cases[ci].npp == 1) {
+                for (int c = 0; c < 4; c++) pd[c * T + t] = c < 3 ? pos[t * 4] : 0; /* llama.cpp's text positions */
+            } else {
+                for (int c = 0; c < 4; c++) pd[c * T + t] = pos[t * 4 + c];
+            }
+        }
+        int sect[4];
+        memcpy(sect, cases[ci].sect, sizeof sect);
+        struct ggml_tensor *r =
+            mrope ? ggml_rope_multi(ctx, x, p, NULL, cases[ci].n_rot, sect, cases[ci].mode, 0, cases[ci].base, 1.0f,
+                                    0.0f, 1.0f, 0.0f, 0.0f)
+                  : ggml_rope_ext(ctx, x, p, NULL, cases[ci].n_rot, cases[ci].mode, 0, cases[ci].base, 1.0f, 0.0f,
+                                  1.0f, 0.0f, 0.0f);
+        compute(ctx, r);
+        float *y = bd_mallocn((size_t)hd * nh * T, 4);
+        memcpy(y, x->data, (size_t)hd * nh * T * 4);
+        bd_rope rp = {cases[ci].mode, cases[ci].n_rot, cases[ci].base, 1.0f, 1.0f, {0}};
+        memcpy(rp.sections, sect, sizeof sect);
+        int32_t pos1[50];
+        for (int t = 0; t < T; t++) pos1[t] = pos[t * 4];
+        const int npp = mrope ? cases[ci].npp : 1;
+        bd_rope_rows(NULL, &rp, y, T, (int64_t)hd * nh, nh, hd, npp == 4 ? pos : pos1, npp);
+        double d = maxdiff(y, r->data, (int64_t)hd * nh * T, 1.0);
+        CHECK(d < 2e-6, "rope mode %d n_rot %d npp %d: %.3g", cases[ci].mode, cases[ci].n_rot, npp, d);
+        printf("rope mode %d n_rot %d: max abs diff %.3g (|x| <= 1)\n", cases[ci].mode, cases[ci].n_rot, d);
+        bd_free(y);
+        ggml_free(ctx);
+    }
+}
+
+static void test_conv(void) {
+    struct ggml_context *ctx = new_ctx();
+    const int L = 4, C = 80, T = 9;
+    struct ggml_tensor *sx = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, L - 1 + T, C); /* per channel: state ‖ x */
+    struct ggml_tensor *w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, L, C);
+    fill(sx->data, (int64_t)(L - 1 + T) * C, 2);
+    fill(w->data, (int64_t)L * C, 1);
+    struct ggml_tensor *y = ggml_ssm_conv(ctx, ggml_reshape_3d(ctx, sx, L - 1 + T, C, 1), w); /* [C][T] */
+    compute(ctx, y);
+    float *state = bd_mallocn((size_t)C * (L - 1), 4), *x = bd_mallocn((size_t)T * C, 4), *yb = bd_mallocn((size_t)T * C, 4);
+    const float *s = sx->data;
+    for (int c = 0; c < C; c++) {
+        for (int m = 0; m < L - 1; m++) state[c * (L - 1) + m] = s[c * (L - 1 + T) + m];
+        for (int t = 0; t < T; t++) x[t * C + c] = s[c * (L - 1 + T) + L - 1 + t];
+    }
+    bd_conv1d_causal(NULL, yb, C, x, C, state, w->data, NULL, C, L, T, 0, NULL);
+    /* ggml's output is {d_inner, n_t}: element (c, t) at t*C + c, braid's layout too */
+    double d = maxdiff(yb, y->data, (int64_t)T * C, maxabs(y->data, (int64_t)T * C));
+    CHECK(d < 1e-6, "ssm_conv: %.3g", d);
+    printf("ssm_conv max rel diff %.3g\n", d);
+    bd_free(state);
+    bd_free(x);
+    bd_free(yb);
+    ggml_free(ctx);
+}
+
+static void l2rows(float *p, int64_t rows, int S) {
+    for (int64_t r = 0; r < rows; r++) {
+        double s = 0;
+        for (int i = 0; i < S; i++) s += (double)p[r * S + i] * p[r * S + i];
+        for (int i = 0; i < S; i++) p[r * S + i] = (float)(p[r * S + i] / sqrt(s + 1e-6));
+    }
+}
+
+static void test_gdn(void) {
+    const int shapes[][3] = {{2, 4, 128}, {2, 6, 32}, {1, 1, 64}}; /* H_k, H_v, S */
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int H_k = shapes[si][0], H_v = shapes[si][1], S = shapes[si][2], T = 37;
+        struct ggml_context *ctx = new_ctx();
+        struct ggml_tensor *q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, H_k, T, 1);
+        struct ggml_tensor *k = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, H_k, T, 1);
+        struct ggml_tensor *v = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, H_v, T, 1);
+        struct ggml_tensor *g = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 1, H_v, T, 1);
+        struct ggml_tensor *b = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, 1, H_v, T, 1);
+        struct ggml_tensor *s0 = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, S, H_v, 1);
+        fill(q->data, (int64_t)S * H_k * T, 1);
+        fill(k->data, (int64_t)S * H_k * T, 1);
+        l2rows(q->data, (int64_t)H_k * T, S);
+        l2rows(k->data, (int64_t)H_k * T, S);
+        fill(v->data, (int64_t)S * H_v * T, 1);
+        fill(s0->data, (int64_t)S * S * H_v, 0.5f);
+        for (int i = 0; i < H_v * T; i++) {
+            ((float *)g->data)[i] = -0.5f * (frand() + 1.0f);
+            ((float *)b->data)[i] = 0.5f * (frand() + 1.0f);
+        }
+        struct ggml_tensor *out = ggml_gated_delta_net(ctx, q, k, v, g, b, s0, 1);
+        compute(ctx, out);
+        const float *go = out->data, *gs = go + (size_t)S * H_v * T; /* outputs, then the final state */
+        float *st = bd_mallocn((size_t)S * S * H_v, 4), *o = bd_mallocn((size_t)S * H_v * T, 4);
+        memcpy(st, s0->data, (size_t)S * S * H_v * 4);
+        bd_gdn(NULL, T, H_k, H_v, S, q->data, (int64_t)H_k * S, k->data, (int64_t)H_k * S, v->data, (int64_t)H_v * S,
+               g->data, b->data, st, o, (int64_t)H_v * S, NULL);
+        double dO = maxdiff(o, go, (int64_t)S * H_v * T, maxabs(go, (int64_t)S * H_v * T));
+        double dS = maxdiff(st, gs, (int64_t)S * S * H_v, maxabs(gs, (int64_t)S * S * H_v));
+        CHECK(dO < 1e-5, "gated_delta_net H_k %d H_v %d S %d: output %.3g", H_k, H_v, S, dO);
+        CHECK(dS < 1e-5, "gated_delta_net H_k %d H_v %d S %d: state %.3g", H_k, H_v, S, dS);
+        printf("gated_delta_net H_k %d H_v %d S %d T %d: max rel diff output %.3g, state %.3g\n", H_k, H_v, S, T, dO, dS);
+        bd_free(st);
+        bd_free(o);
+        ggml_free(ctx);
+    }
+}
+
+static void test_scan(void) {
+    const int H = 8, P = 16, N = 32, G = 2, T = 11;
+    struct ggml_context *ctx = new_ctx();
+    struct ggml_tensor *s = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, N, P, H, 1);
+    struct ggml_tensor *x = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, P, H, T, 1);
+    struct ggml_tensor *dt = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, H, T, 1);
+    struct ggml_tensor *A = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, 1, H);
+    struct ggml_tensor *B = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, N, G, T, 1);
+    struct ggml_tensor *C = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, N, G, T, 1);
+    struct ggml_tensor *ids = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1);
+    fill(s->data, (int64_t)N * P * H, 1);
+    fill(x->data, (int64_t)P * H * T, 1);
+    fill(dt->data, (int64_t)H * T, 3);
+    fill(B->data, (int64_t)N * G * T, 1);
+    fill(C->data, (int64_t)N * G * T, 1);
+    for (int h = 0; h < H; h++) ((float *)A->data)[h] = -fabsf(frand()) - 0.1f;
+    ((int32_t *)ids->data)[0] = 0;
+    struct ggml_tensor *out = ggml_ssm_scan(ctx, s, x, dt, A, B, C, ids, 1);
+    compute(ctx, out);
+    const float *gy = out->data, *gs = gy + (size_t)P * H * T;
+    float *st = bd_mallocn((size_t)N * P * H, 4), *y = bd_mallocn((size_t)P * H * T, 4);
+    memcpy(st, s->data, (size_t)N * P * H * 4);
+    bd_ssm_scan(NULL, T, H, P, N, G, x->data, (int64_t)P * H, dt->data, H, NULL, A->data, B->data, (int64_t)N * G,
+                C->data, (int64_t)N * G, NULL, st, y, (int64_t)P * H, NULL);
+    double dy = maxdiff(y, gy, (int64_t)P * H * T, maxabs(gy, (int64_t)P * H * T));
+    double ds = maxdiff(st, gs, (int64_t)N * P * H, maxabs(gs, (int64_t)N * P * H));
+    CHECK(dy < 1e-5, "ssm_scan output %.3g", dy);
+    CHECK(ds < 1e-5, "ssm_scan state %.3g", ds);
+    printf("ssm_scan max rel diff output %.3g, state %.3g\n", dy, ds);
+    bd_free(st);
+    bd_free(y);
+    ggml_free(ctx);
+}
+
+static void test_mul_mat(void) {
+    const uint32_t types[] = {BD_TYPE_F32, BD_TYPE_F16, BD_TYPE_BF16, BD_TYPE_Q8_0, BD_TYPE_Q4_0,
+                              BD_TYPE_Q4_K, BD_TYPE_Q5_K, BD_TYPE_Q6_K};
+    const int64_t N = 96, K = 1024;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (int pass = 0; pass < 2; pass++) {
+            const int64_t T = pass ? 40 : 3; /* braid's vec_dot path, then its dequantized-tile path */
+            const uint32_t ty = types[ti];
+            const bd_type_traits *tt = bd_type_traits_get(ty);
+            struct ggml_context *ctx = new_ctx();
+            struct ggml_tensor *W = ggml_new_tensor_2d(ctx, (enum ggml_type)ty, K, N);
+            struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, K, T);
+            float *wf = bd_mallocn((size_t)(N * K), 4);
+            fill(wf, N * K, 1);
+            fill(x->data, K * T, 1);
+            const size_t rs = bd_row_size(ty, K);
+            for (int64_t n = 0; n < N; n++) tt->from_float(wf + n * K, (uint8_t *)W->data + (size_t)n * rs, K);
+            struct ggml_tensor *y = ggml_mul_mat(ctx, W, x);
+            compute(ctx, y);
+            float *yb = bd_mallocn((size_t)(N * T), 4);
+            size_t ss = bd_matmul_scratch_size(ty, K, T);
+            void *scratch = ss ? bd_malloc(ss) : NULL;
+            CHECK_STATUS(bd_matmul(NULL, ty, W->data, N, K, x->data, K, T, yb, N, scratch, ss), BRAID_OK);
+            /* scale: Σ|w·x| ~ K/4 for uniform [-1,1) data; use the largest output instead */
+            double d = maxdiff(yb, y->data, N * T, maxabs(y->data, N * T));
+            CHECK(d < 2e-5, "mul_mat %s T=%lld: %.3g", tt->name, (long long)T, d);
+            printf("mul_mat %-5s T=%-3lld max diff / max |y| = %.3g\n", tt->name, (long long)T, d);
+            bd_free(wf);
+            bd_free(yb);
+            bd_free(scratch);
+            ggml_free(ctx);
+        }
+}
+
+int main(void) {
+    const char *dir = test_env("BRAID_ORACLE_DIR", NULL);
+    char lib[4096];
+    snprintf(lib, sizeof lib, "%s/lib", dir ? dir : ".");
+    ggml_backend_load_all_from_path(lib);
+    backend = ggml_backend_init_by_type(GGML_BACKEND_DEVICE_TYPE_CPU, NULL);
+    CHECK(backend != NULL, "llama.cpp's CPU backend loads from %s", lib);
+    if (!backend) TEST_MAIN_END();
+    printf("braid simd level %s\n", bd_simd_level());
+    test_norm_softmax();
+    test_rope();
+    test_conv();
+    test_gdn();
+    test_scan();
+    test_mul_mat();
+    ggml_backend_free(backend);
+    TEST_MAIN_END();
+}
