@@ -9,6 +9,7 @@
 #include "engine/context.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -52,6 +53,7 @@ void braid_context_free(braid_context *ctx) {
         for (int32_t c = 0; c < q->n_ck; c++) bd_free(q->ck[c].state);
         bd_free(q->ck);
     }
+    bd_threadpool_free(ctx->tp);
     bd_free(ctx->scratch);
     bd_free(ctx->ub_seq);
     bd_free(ctx->ub_out);
@@ -128,8 +130,14 @@ braid_status braid_context_new(const braid_model *model, const braid_context_par
             }
         }
     }
+    long n_threads = p.n_threads;
+    if (n_threads <= 0) n_threads = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > 256) n_threads = 256;
+    ctx->n_threads = (int32_t)n_threads;
     if (ok) {
-        ctx->scratch = bd_malloc(model->arch->scratch_size(model->arch_data, (int32_t)nb, (int32_t)n_ctx));
+        ctx->scratch = bd_malloc(
+            model->arch->scratch_size(model->arch_data, (int32_t)nb, (int32_t)n_ctx, (int32_t)n_threads));
         const size_t nr = (size_t)(ly->n_recr ? ly->n_recr : 1) * nb;
         ctx->ub_seq = bd_mallocn(nb, sizeof(int32_t));
         ctx->ub_out = bd_mallocn(nb, sizeof(int32_t));
@@ -153,6 +161,11 @@ braid_status braid_context_new(const braid_model *model, const braid_context_par
         braid_context_free(ctx);
         return bd_error(BRAID_E_NOMEM, "context: out of memory (n_ctx %u, n_seq_max %u, n_batch %u)", p.n_ctx,
                         p.n_seq_max, p.n_batch);
+    }
+    braid_status st = bd_threadpool_new((int)n_threads, &ctx->tp);
+    if (st != BRAID_OK) {
+        braid_context_free(ctx);
+        return st;
     }
     *out = ctx;
     return BRAID_OK;
@@ -328,7 +341,8 @@ static void run_forward(braid_context *ctx, const bd_fwd_batch *b, int want_rows
         .conv_row = want_rows && ly->n_recr ? ctx->conv_row : NULL,
         .ssm_row = want_rows && ly->n_recr ? ctx->ssm_row : NULL,
     };
-    ctx->model->arch->forward(ctx->model->arch_data, ctx->scratch, NULL, b, &mem, ctx->logits);
+    const bd_fwd_scratch sc = {ctx->scratch, (int32_t)ctx->p.n_batch, (int32_t)ctx->p.n_ctx, ctx->n_threads};
+    ctx->model->arch->forward(ctx->model->arch_data, &sc, ctx->tp, b, &mem, ctx->logits);
 }
 
 void bd_ctx_replay(braid_context *ctx, braid_seq_id s, int32_t c, int32_t n) {

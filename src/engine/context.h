@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "braid.h"
+#include "base/threadpool.h"
 #include "engine/model.h"
 
 #define BD_MAX_SEQ 64 /* sequence sets are 64-bit masks */
@@ -60,8 +61,10 @@ struct braid_context {
     int32_t n_free;
     bd_seq seqs[BD_MAX_SEQ];
     uint64_t ck_bytes;      /* checkpoint bytes held */
+    bd_threadpool *tp;      /* n_threads compute threads (the caller is one of them) */
     /* forward scratch, sized at creation (no allocation on the decode path) */
     void *scratch;
+    int32_t n_threads;
     int32_t *ub_seq, *ub_out, *ub_nvis, *ub_dst; /* [n_batch] */
     const int32_t **ub_cells;                    /* [n_batch] per ubatch sequence slot */
     const float **conv_in, **ssm_in;             /* [n_recr * n_batch] */

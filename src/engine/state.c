@@ -28,7 +28,6 @@
 #define ST_VERSION 1u
 enum { SEC_SEQ = 1, SEC_HIST, SEC_KV, SEC_RS, SEC_CKPT, SEC_RB };
 
-void braid_free(void *p) { bd_free(p); }
 
 /* ---- writing ------------------------------------------------------------------------------------------- */
 

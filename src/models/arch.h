@@ -64,6 +64,12 @@ typedef struct bd_fwd_memory {
     float *const *ssm_row;
 } bd_fwd_memory;
 
+/* The forward pass's arena (sized by scratch_size for these numbers). */
+typedef struct bd_fwd_scratch {
+    void *base;
+    int32_t n_batch, n_ctx, n_threads;
+} bd_fwd_scratch;
+
 typedef struct bd_arch {
     const char *name; /* general.architecture */
     /* Reads hparams, binds tensors (exact set), fills *layout. *data is the arch's private state, freed by
@@ -73,11 +79,11 @@ typedef struct bd_arch {
     int32_t (*n_embd)(const void *data);
     /* Feeds the hash of the model fingerprint (hparams; tensors are hashed by the engine). */
     void (*hparams_bytes)(const void *data, const void **bytes, size_t *len);
-    /* Bytes of scratch for ubatches of up to n_batch rows and up to n_ctx visible cells. */
-    size_t (*scratch_size)(const void *data, int32_t n_batch, int32_t n_ctx);
+    /* Bytes of scratch for ubatches of up to n_batch rows, up to n_ctx visible cells, on n_threads threads. */
+    size_t (*scratch_size)(const void *data, int32_t n_batch, int32_t n_ctx, int32_t n_threads);
     /* Computes the ubatch: writes K/V rows to memory, recurrent states to the out buffers, logits rows
      * (n_vocab floats each) to logits[out[t]]. Never allocates; never fails on validated input. */
-    void (*forward)(const void *data, void *scratch, bd_threadpool *tp, const bd_fwd_batch *b,
+    void (*forward)(const void *data, const bd_fwd_scratch *scratch, bd_threadpool *tp, const bd_fwd_batch *b,
                     const bd_fwd_memory *m, float *logits);
     /* Re-rotates a K row stored for old positions so that it is rotated for new ones (context shift). */
     void (*rerotate_k)(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos);

@@ -11,6 +11,7 @@
  * Memory is seen through bd_fwd_memory (arch.h): K/V rows in cells for attention layers, conv + delta states
  * for recurrent ones, stored in llama.cpp's layouts (conv rm[conv_dim][d_conv-1], time fastest; delta state
  * rm[H_v][S(j)][S(i)], i.e. each head's matrix transposed) so that the two are easy to compare. */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -334,17 +335,18 @@ typedef struct qw_scratch {
     float *ff_u;   /* [T][n_ff] */
     float *f;      /* [T][n_embd] FFN output */
     float *krow;   /* [hd] a K or V row converted from F16 */
-    float *delta;  /* [S] delta-rule correction of one head */
+    float *delta;  /* [threads][S] delta-rule correction of one head */
     float *rope;   /* [T][n_rot/2][2] cos, sin per row */
-    float *y;      /* [conv_dim] conv output of one row */
+    float *y;      /* [T][conv_dim] conv output (GDN q ‖ k ‖ v) */
     void *wbuf;    /* matmul activation conversion */
-    float *att;    /* [n_ctx] attention scores of one (row, head); last, so it takes the rest of the arena */
+    float *att;    /* [threads][att_stride] attention scores of one (row, head) per thread; last in the arena */
+    size_t att_stride;
 } qw_scratch;
 
 static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
 
 /* Lays the arena out (base NULL: only measures). Returns the bytes used. */
-static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, qw_scratch *s) {
+static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, int32_t n_threads, qw_scratch *s) {
     const qw_hparams *hp = &m->hp;
     size_t off = 0;
 #define QW_TAKE(field, count)                                                                                     \
@@ -364,10 +366,10 @@ static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, qw
     QW_TAKE(ff_g, (size_t)T * hp->n_ff);
     QW_TAKE(ff_u, (size_t)T * hp->n_ff);
     QW_TAKE(f, (size_t)T * hp->n_embd);
-    QW_TAKE(krow, hp->head_dim);
-    QW_TAKE(delta, hp->S);
+    QW_TAKE(krow, (size_t)hp->head_dim * n_threads);
+    QW_TAKE(delta, (size_t)hp->S * n_threads);
     QW_TAKE(rope, (size_t)T * hp->n_rot);
-    QW_TAKE(y, hp->conv_dim);
+    QW_TAKE(y, (size_t)T * hp->conv_dim);
     /* The largest activation conversion any matmul of this model needs. */
     size_t w = 0;
     const bd_weight *gl[] = {&m->output};
@@ -381,23 +383,19 @@ static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, qw
     }
     s->wbuf = base ? base + off : NULL;
     off += (w + 63) & ~(size_t)63;
-    /* Scores: the arena is sized for n_batch rows and n_ctx cells; a smaller ubatch carves less above, so
-     * what remains for att is at least n_ctx floats. */
-    QW_TAKE(att, (size_t)n_ctx + 16);
+    s->att_stride = ((size_t)n_ctx + 16 + 15) & ~(size_t)15;
+    QW_TAKE(att, s->att_stride * n_threads);
 #undef QW_TAKE
     return off;
 }
 
-static size_t qw_scratch_size(const void *data, int32_t n_batch, int32_t n_ctx) {
+static size_t qw_scratch_size(const void *data, int32_t n_batch, int32_t n_ctx, int32_t n_threads) {
     qw_scratch s;
-    return qw_carve(data, NULL, n_batch, n_ctx, &s) + 64;
+    return qw_carve(data, NULL, n_batch, n_ctx, n_threads, &s) + 64;
 }
 
 /* ---- the blocks of the forward pass ----------------------------------------------------------------------- */
 
-static inline float qw_silu(float x) { return x / (1.0f + expf(-x)); }
-static inline float qw_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static inline float qw_softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
 
 static void add_bias(float *y, const bd_weight *b, int32_t T) {
     if (!b->data) return;
@@ -454,12 +452,51 @@ static const float *kv_head(const void *base, braid_type type, int32_t cell, int
     return tmp;
 }
 
+/* Attention rows, split across threads by (row, head) pairs; each thread has its own score buffer. */
+typedef struct qw_attn_task {
+    const qwen35 *m;
+    const bd_fwd_batch *b;
+    const bd_fwd_memory *mem;
+    qw_scratch *s;
+    const void *kc, *vc;
+} qw_attn_task;
+
+static void qw_attn_run(void *arg, int ith, int nth) {
+    const qw_attn_task *a = arg;
+    const qw_hparams *hp = &a->m->hp;
+    const int32_t hd = (int32_t)hp->head_dim, nh = (int32_t)hp->n_head, nkv = (int32_t)hp->n_head_kv;
+    const int32_t n_kv = hd * nkv, group = nh / nkv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *att = a->s->att + (size_t)ith * a->s->att_stride;
+    float *krow = a->s->krow + (size_t)ith * hd;
+    int64_t p0, p1;
+    bd_split((int64_t)a->b->n * nh, ith, nth, &p0, &p1);
+    for (int64_t p = p0; p < p1; p++) {
+        const int32_t t = (int32_t)(p / nh), h = (int32_t)(p % nh), j = h / group;
+        const int32_t *cells = a->mem->seq_cells[a->b->seq[t]];
+        const int32_t nvis = a->mem->n_visible[t];
+        const float *q = a->s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd;
+        const float *gate = q + hd;
+        for (int32_t i = 0; i < nvis; i++)
+            att[i] = blk_dot_f32(q, kv_head(a->kc, a->mem->kv_type, cells[i], n_kv, j, hd, krow), hd) * scale;
+        bd_softmax(att, att, nvis);
+        float *o = a->s->o + (size_t)t * hd * nh + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int32_t i = 0; i < nvis; i++) {
+            const float pr = att[i];
+            const float *vr = kv_head(a->vc, a->mem->kv_type, cells[i], n_kv, j, hd, krow);
+            for (int32_t d = 0; d < hd; d++) o[d] += pr * vr[d];
+        }
+        bd_mul_sigmoid(o, o, gate, hd);
+    }
+}
+
 /* §1.6 gated full attention. u [T][n_embd] normed input -> s->o [T][hd*nh] gated heads, then W_o into out. */
 static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
                          const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
     const qw_hparams *hp = &m->hp;
     const int32_t T = b->n, hd = (int32_t)hp->head_dim, nh = (int32_t)hp->n_head, nkv = (int32_t)hp->n_head_kv;
-    const int32_t n_kv = hd * nkv, group = nh / nkv;
+    const int32_t n_kv = hd * nkv;
     void *kc = mem->k[L->slot], *vc = mem->v[L->slot];
 
     blk_matmul(tp, &L->wq, s->u, T, s->qg, s->wbuf); /* [T][nh][q hd ‖ gate hd] */
@@ -489,37 +526,8 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_t
     }
 
     /* o_h = softmax(scale · q_h·K_jᵀ over the visible cells) · V_j, then gated by sigmoid(gate_h). */
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int32_t t = 0; t < T; t++) {
-        const int32_t *cells = mem->seq_cells[b->seq[t]];
-        const int32_t nvis = mem->n_visible[t];
-        for (int32_t h = 0; h < nh; h++) {
-            const int32_t j = h / group;
-            const float *q = s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd;
-            const float *gate = q + hd;
-            float *att = s->att;
-            float mx = -INFINITY;
-            for (int32_t i = 0; i < nvis; i++) {
-                const float *kr = kv_head(kc, mem->kv_type, cells[i], n_kv, j, hd, s->krow);
-                att[i] = blk_dot_f32(q, kr, hd) * scale;
-                if (att[i] > mx) mx = att[i];
-            }
-            double sum = 0.0;
-            for (int32_t i = 0; i < nvis; i++) {
-                att[i] = expf(att[i] - mx);
-                sum += att[i];
-            }
-            const float inv = (float)(1.0 / sum);
-            float *o = s->o + (size_t)t * hd * nh + (size_t)h * hd;
-            memset(o, 0, (size_t)hd * sizeof(float));
-            for (int32_t i = 0; i < nvis; i++) {
-                const float p = att[i] * inv;
-                const float *vr = kv_head(vc, mem->kv_type, cells[i], n_kv, j, hd, s->krow);
-                for (int32_t d = 0; d < hd; d++) o[d] += p * vr[d];
-            }
-            for (int32_t d = 0; d < hd; d++) o[d] *= qw_sigmoid(gate[d]);
-        }
-    }
+    qw_attn_task at = {m, b, mem, s, kc, vc};
+    bd_threadpool_run(T * nh < 2 ? NULL : tp, qw_attn_run, &at);
     blk_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
 }
 
@@ -538,13 +546,50 @@ static void qw_delta_step(float *Mt, const float *q, const float *k, const float
     for (int32_t j = 0; j < S; j++) o[j] = blk_dot_f32(Mt + (size_t)j * S, q, S) * scale;
 }
 
+/* The delta rule over a ubatch, split across threads by value head: every head's state is independent, and
+ * each thread walks the rows in order for its heads (so a sequence's tokens stay in order). */
+typedef struct qw_delta_task {
+    const qwen35 *m;
+    const qw_layer *L;
+    const bd_fwd_batch *b;
+    const bd_fwd_memory *mem;
+    const float *y;     /* [T][conv_dim] conv output: q ‖ k (L2-normed) ‖ v */
+    const float *beta;  /* [T][H_v] */
+    const float *alpha; /* [T][H_v] */
+    float *o;           /* [T][value_dim] */
+    float *delta;       /* [nth][S] */
+} qw_delta_task;
+
+static void qw_delta_run(void *arg, int ith, int nth) {
+    const qw_delta_task *a = arg;
+    const qw_hparams *hp = &a->m->hp;
+    const int32_t T = a->b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
+    const int32_t C = (int32_t)hp->conv_dim, KD = (int32_t)hp->key_dim;
+    int64_t h0, h1;
+    bd_split(Hv, ith, nth, &h0, &h1);
+    for (int32_t t = 0; t < T; t++) {
+        const size_t r = (size_t)a->L->slot * a->b->n_seq + a->b->seq[t];
+        float *Mt = a->mem->ssm_out[r]; /* [H_v][S(j)][S(i)] */
+        const float *qv = a->y + (size_t)t * C, *kv = qv + KD, *vv = qv + 2 * KD;
+        float *snap = a->mem->ssm_row ? a->mem->ssm_row[(size_t)a->L->slot * T + t] : NULL;
+        for (int64_t h = h0; h < h1; h++) {
+            const int64_t kh = h % Hk; /* tiled head broadcast (§1.7 step 6) */
+            const float bt = a->beta[(size_t)t * Hv + h];  /* already sigmoid(b) */
+            const float g = a->alpha[(size_t)t * Hv + h];  /* already softplus(a + dt_bias) · A */
+            qw_delta_step(Mt + (size_t)h * S * S, qv + kh * S, kv + kh * S, vv + h * S, g, bt,
+                          a->o + (size_t)t * hp->value_dim + h * S, S, a->delta + (size_t)ith * S);
+            if (snap) memcpy(snap + (size_t)h * S * S, Mt + (size_t)h * S * S, (size_t)S * S * sizeof(float));
+        }
+    }
+}
+
 /* §1.7 Gated DeltaNet. u [T][n_embd] normed input -> out [T][n_embd]; states of each sequence advance in
  * row order (rows of one sequence are in order in the ubatch). */
 static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
                               const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
     const qw_hparams *hp = &m->hp;
     const int32_t T = b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
-    const int32_t C = (int32_t)hp->conv_dim, KD = (int32_t)hp->key_dim, W = (int32_t)hp->d_conv - 1;
+    const int32_t C = (int32_t)hp->conv_dim, W = (int32_t)hp->d_conv - 1;
     float *mixed = s->qg; /* [T][conv_dim] q ‖ k ‖ v before the conv */
     float *z = s->k;      /* [T][value_dim] */
     float *beta = s->ba, *alpha = s->ba + (size_t)T * Hv; /* [T][H_v] each */
@@ -554,6 +599,16 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
     blk_matmul(tp, &L->wbeta, s->u, T, beta, s->wbuf);
     blk_matmul(tp, &L->walpha, s->u, T, alpha, s->wbuf);
 
+    /* β = sigmoid(b); g = softplus(a + dt_bias) ⊙ A (A < 0, so g <= 0) */
+    const float *A = L->ssm_a.data, *dt_bias = L->dt_bias.data;
+    bd_sigmoid(beta, beta, (int64_t)T * Hv);
+    for (int32_t t = 0; t < T; t++) {
+        float *at = alpha + (size_t)t * Hv;
+        bd_add(at, at, dt_bias, Hv);
+        bd_softplus(at, at, Hv);
+        bd_mul(at, at, A, Hv);
+    }
+
     /* Each sequence's states start from its committed ones. */
     const size_t n_conv = (size_t)W * C, n_ssm = (size_t)S * S * Hv;
     for (int32_t q = 0; q < b->n_seq; q++) {
@@ -562,50 +617,45 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         if (mem->ssm_out[r] != mem->ssm_in[r]) memcpy(mem->ssm_out[r], mem->ssm_in[r], n_ssm * sizeof(float));
     }
 
-    const float *A = L->ssm_a.data, *dt_bias = L->dt_bias.data, *cw = L->conv1d.data;
+    /* Causal depthwise conv over each sequence's window (state ‖ current input), kernel order, then SiLU;
+     * then q and k L2-normed per head. */
+    const float *cw = L->conv1d.data;
     for (int32_t t = 0; t < T; t++) {
         const size_t r = (size_t)L->slot * b->n_seq + b->seq[t];
         float *conv = mem->conv_out[r]; /* [conv_dim][d_conv-1], oldest first */
-        float *Mt = mem->ssm_out[r];    /* [H_v][S(j)][S(i)] */
         const float *xt = mixed + (size_t)t * C;
-
-        /* Causal depthwise conv over the window (state ‖ current input), kernel order, then SiLU. */
-        float *y = s->y;
+        float *y = s->y + (size_t)t * C;
         for (int32_t c = 0; c < C; c++) {
             const float *w = cw + (size_t)c * (W + 1);
             float *win = conv + (size_t)c * W;
             float acc = 0.0f;
             for (int32_t i = 0; i < W; i++) acc += win[i] * w[i];
             acc += xt[c] * w[W];
-            y[c] = qw_silu(acc);
+            y[c] = acc;
             if (W > 0) {
                 memmove(win, win + 1, (size_t)(W - 1) * sizeof(float));
                 win[W - 1] = xt[c];
             }
         }
-        float *qv = y, *kv = y + KD, *vv = y + 2 * KD;
-        for (int32_t j = 0; j < Hk; j++) {
-            bd_l2norm(qv + (size_t)j * S, qv + (size_t)j * S, S, hp->eps);
-            bd_l2norm(kv + (size_t)j * S, kv + (size_t)j * S, S, hp->eps);
-        }
-        float *o = s->o + (size_t)t * hp->value_dim;
-        for (int32_t h = 0; h < Hv; h++) {
-            const int32_t kh = h % Hk; /* tiled head broadcast (§1.7 step 6) */
-            const float bt = qw_sigmoid(beta[(size_t)t * Hv + h]);
-            const float g = qw_softplus(alpha[(size_t)t * Hv + h] + dt_bias[h]) * A[h];
-            qw_delta_step(Mt + (size_t)h * S * S, qv + (size_t)kh * S, kv + (size_t)kh * S, vv + (size_t)h * S, g,
-                          bt, o + (size_t)h * S, S, s->delta);
-        }
-        /* Gated RMSNorm per head: normalize, weight, times silu(z). */
+        bd_silu(y, y, C);
+        for (int32_t j = 0; j < 2 * Hk; j++) bd_l2norm(y + (size_t)j * S, y + (size_t)j * S, S, hp->eps);
+        if (mem->conv_row && mem->conv_row[(size_t)L->slot * T + t])
+            memcpy(mem->conv_row[(size_t)L->slot * T + t], conv, n_conv * sizeof(float));
+    }
+
+    /* The delta rule, head-parallel. */
+    qw_delta_task dt = {m, L, b, mem, s->y, beta, alpha, s->o, s->delta};
+    bd_threadpool_run((int64_t)T * Hv * S * S < 65536 ? NULL : tp, qw_delta_run, &dt);
+
+    /* Gated RMSNorm per head: normalize, weight, times silu(z). */
+    for (int32_t t = 0; t < T; t++) {
         const float *zt = z + (size_t)t * hp->value_dim;
+        float *o = s->o + (size_t)t * hp->value_dim;
         for (int32_t h = 0; h < Hv; h++) {
             float *oh = o + (size_t)h * S;
             bd_rmsnorm(oh, oh, L->ssm_norm.data, S, hp->eps);
-            for (int32_t i = 0; i < S; i++) oh[i] *= qw_silu(zt[(size_t)h * S + i]);
-        }
-        if (mem->conv_row && mem->conv_row[(size_t)L->slot * T + t]) {
-            memcpy(mem->conv_row[(size_t)L->slot * T + t], conv, n_conv * sizeof(float));
-            memcpy(mem->ssm_row[(size_t)L->slot * T + t], Mt, n_ssm * sizeof(float));
+            bd_silu(s->delta, zt + (size_t)h * S, S);
+            bd_mul(oh, oh, s->delta, S);
         }
     }
     blk_matmul(tp, &L->ssm_out, s->o, T, out, s->wbuf);
@@ -616,19 +666,20 @@ static void qw_ffn(const qw_layer *L, qw_scratch *s, bd_threadpool *tp, int32_t 
     const int64_t n_ff = L->ffn_gate.n_out;
     blk_matmul(tp, &L->ffn_gate, s->u, T, s->ff_g, s->wbuf);
     blk_matmul(tp, &L->ffn_up, s->u, T, s->ff_u, s->wbuf);
-    for (int64_t i = 0; i < (int64_t)T * n_ff; i++) s->ff_g[i] = qw_silu(s->ff_g[i]) * s->ff_u[i];
+    bd_swiglu_rows(tp, s->ff_g, n_ff, s->ff_g, n_ff, s->ff_u, n_ff, n_ff, T);
     blk_matmul(tp, &L->ffn_down, s->ff_g, T, out, s->wbuf);
 }
 
 /* ---- the forward pass (§1.5) ------------------------------------------------------------------------------ */
 
-static void qw_forward(const void *data, void *scratch, bd_threadpool *tp, const bd_fwd_batch *b,
+static void qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool *tp, const bd_fwd_batch *b,
                        const bd_fwd_memory *mem, float *logits) {
     const qwen35 *m = data;
     const qw_hparams *hp = &m->hp;
     const int32_t T = b->n, E = (int32_t)hp->n_embd;
     qw_scratch s;
-    qw_carve(m, (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), T, 0, &s);
+    qw_carve(m, (char *)(((uintptr_t)sc->base + 63) & ~(uintptr_t)63), sc->n_batch, sc->n_ctx, sc->n_threads, &s);
+    assert(T <= sc->n_batch && bd_threadpool_size(tp) <= sc->n_threads);
 
     /* x = token_embd[tokens] or the given embedding rows */
     for (int32_t t = 0; t < T; t++) {
