@@ -117,7 +117,7 @@ void mem_batch_free_arrays(mem_batch *b);
 braid_status mem_replay_new(mem *m, int kind, int32_t source, int32_t target, int32_t from, int32_t to,
                             const float *src_blk, mem_batch **out);
 
-/* The invariants, asserted after every change in debug builds. */
+/* The invariants, asserted after every change in debug builds (printing the broken one). */
 #ifndef NDEBUG
 #define MEM_ASSERT_OK(m) assert(mem_check(m) == BRAID_OK || (fprintf(stderr, "%s\n", braid_last_error()), 0))
 #else

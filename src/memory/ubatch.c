@@ -112,8 +112,9 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
             st = bd_error(BRAID_E_NOMEM, "memory: out of memory for a batch");
     }
     if (st == BRAID_OK) {
-        /* Pass 2: rows in ubatch order. next[] is reused as the running index / default position. */
-        braid_pos *nextp = last; /* reuse: default next position per sequence */
+        /* Pass 2: rows in ubatch order; cnt[] now counts each sequence's rows emitted so far and nextp[] (the
+         * storage of last[], no longer needed) its next default position. */
+        braid_pos *nextp = last;
         for (uint32_t s = 0; s < nseq; s++) {
             nextp[s] = mem_seq_next_pos(m, (int32_t)s);
             cnt[s] = 0;

@@ -53,7 +53,7 @@ static int fwd_init(fwd *f, const braid_model *model, mem *m, int32_t n_batch) {
     memset(f, 0, sizeof *f);
     f->model = model, f->m = m, f->n_batch = n_batch, f->V = model->n_vocab, f->E = model->n_embd;
     size_t nb = (size_t)n_batch, nr = (size_t)(ly->n_recr ? ly->n_recr : 1) * nb;
-    f->scratch = malloc(model->arch->scratch_size(model->arch_data, n_batch, (int32_t)mem_kv_n_cells(m)));
+    f->scratch = malloc(model->arch->scratch_size(model->arch_data, n_batch, (int32_t)mem_kv_n_cells(m), 1));
     f->k = calloc((size_t)ly->n_attn + 1, sizeof *f->k), f->v = calloc((size_t)ly->n_attn + 1, sizeof *f->v);
     for (int32_t a = 0; a < ly->n_attn; a++) f->k[a] = mem_kv_k(m, (uint32_t)a), f->v[a] = mem_kv_v(m, (uint32_t)a);
     f->pos4 = calloc(nb * 4, sizeof *f->pos4), f->embd = calloc(nb * (size_t)f->E, sizeof *f->embd);
@@ -119,7 +119,8 @@ static void fwd_ubatch(fwd *f, const mem_ubatch *ub) {
                         .seq_cells = f->cells, .n_visible = f->nvis, .conv_in = f->conv_in, .ssm_in = f->ssm_in,
                         .conv_out = f->conv_out, .ssm_out = f->ssm_out, .conv_row = any_snap ? f->conv_row : NULL,
                         .ssm_row = any_snap ? f->ssm_row : NULL};
-    f->model->arch->forward(f->model->arch_data, f->scratch, NULL, &b, &fm, f->logits);
+    const bd_fwd_scratch sc = {f->scratch, f->n_batch, (int32_t)mem_kv_n_cells(f->m), 1};
+    f->model->arch->forward(f->model->arch_data, &sc, NULL, &b, &fm, f->logits);
     for (int32_t t = 0; t < n; t++)
         if (f->out[t] >= 0 && ub->batch_row[t] >= 0) {
             memcpy(f->row_logits + (size_t)ub->batch_row[t] * f->V, f->logits + (size_t)f->out[t] * f->V, (size_t)f->V * sizeof(float));
