@@ -27,7 +27,8 @@
 #endif
 
 enum {
-    MM_ROW_BLOCK = 64,  /* weight rows kept hot in L2 while the tokens pass (F32) */
+    MM_ROW_BLOCK = 128,  /* weight rows kept hot in L2 while the tokens pass (F32) */
+    MM_KC = 1024,       /* K chunk: 6 activation rows of it (24 KiB) stay in L1 */
     MM_QROW_BLOCK = 16, /* weight rows per block for the vec_dot path (a few KiB of quantized rows) */
 };
 
@@ -83,15 +84,15 @@ BD_TARGET_AVX512 static inline void hsum512x16(const __m512 *v, float *out) {
     _mm512_storeu_ps(out, _mm512_permutexvar_ps(idx, x));
 }
 
-BD_TARGET_AVX512 MM_INLINE void mk512(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
-                                      const int R, const int C) {
+BD_TARGET_AVX512 MM_INLINE void mk512(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                                      int64_t ldy, int add, const int R, const int C) {
     __m512 acc[4][6];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_setzero_ps();
     int64_t k = 0;
     for (; k + 16 <= K; k += 16) {
         __m512 w[4];
-        for (int r = 0; r < R; r++) w[r] = _mm512_loadu_ps(W + r * K + k);
+        for (int r = 0; r < R; r++) w[r] = _mm512_loadu_ps(W + r * ldw + k);
         for (int c = 0; c < C; c++) {
             __m512 xv = _mm512_loadu_ps(x + c * ldx + k);
             for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(w[r], xv, acc[r][c]);
@@ -100,7 +101,7 @@ BD_TARGET_AVX512 MM_INLINE void mk512(const float *W, int64_t K, const float *x,
     if (k < K) {
         __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
         __m512 w[4];
-        for (int r = 0; r < R; r++) w[r] = _mm512_maskz_loadu_ps(m, W + r * K + k);
+        for (int r = 0; r < R; r++) w[r] = _mm512_maskz_loadu_ps(m, W + r * ldw + k);
         for (int c = 0; c < C; c++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x + c * ldx + k);
             for (int r = 0; r < R; r++) acc[r][c] = _mm512_fmadd_ps(w[r], xv, acc[r][c]);
@@ -118,24 +119,28 @@ BD_TARGET_AVX512 MM_INLINE void mk512(const float *W, int64_t K, const float *x,
         if (n > 16) hsum512x16(v + 16, sums + 16);
         n = 0;
         for (int c = 0; c < C; c++)
-            for (int r = 0; r < R; r++) y[c * ldy + r] = sums[n++];
+            for (int r = 0; r < R; r++, n++) y[c * ldy + r] = add ? y[c * ldy + r] + sums[n] : sums[n];
     } else {
         for (int r = 0; r < R; r++)
-            for (int c = 0; c < C; c++) y[c * ldy + r] = hsum512(acc[r][c]);
+            for (int c = 0; c < C; c++) y[c * ldy + r] = add ? y[c * ldy + r] + hsum512(acc[r][c]) : hsum512(acc[r][c]);
     }
 }
 
-BD_TARGET_AVX512 static void mk512_4x6(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
-    mk512(W, K, x, ldx, y, ldy, 4, 6);
+BD_TARGET_AVX512 static void mk512_4x6(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int add) {
+    mk512(W, ldw, K, x, ldx, y, ldy, add, 4, 6);
 }
-BD_TARGET_AVX512 static void mk512_1x6(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
-    mk512(W, K, x, ldx, y, ldy, 1, 6);
+BD_TARGET_AVX512 static void mk512_1x6(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int add) {
+    mk512(W, ldw, K, x, ldx, y, ldy, add, 1, 6);
 }
-BD_TARGET_AVX512 static void mk512_4x1(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
-    mk512(W, K, x, ldx, y, ldy, 4, 1);
+BD_TARGET_AVX512 static void mk512_4x1(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int add) {
+    mk512(W, ldw, K, x, ldx, y, ldy, add, 4, 1);
 }
-BD_TARGET_AVX512 static void mk512_1x1(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
-    mk512(W, K, x, ldx, y, ldy, 1, 1);
+BD_TARGET_AVX512 static void mk512_1x1(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int add) {
+    mk512(W, ldw, K, x, ldx, y, ldy, add, 1, 1);
 }
 
 BD_TARGET_AVX2 static inline float hsum256(__m256 v) {
@@ -145,15 +150,15 @@ BD_TARGET_AVX2 static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-BD_TARGET_AVX2 MM_INLINE void mk256(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
-                                    const int R, const int C) {
+BD_TARGET_AVX2 MM_INLINE void mk256(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                                    int64_t ldy, int add, const int R, const int C) {
     __m256 acc[4][3];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm256_setzero_ps();
     int64_t k = 0;
     for (; k + 8 <= K; k += 8) {
         __m256 w[4];
-        for (int r = 0; r < R; r++) w[r] = _mm256_loadu_ps(W + r * K + k);
+        for (int r = 0; r < R; r++) w[r] = _mm256_loadu_ps(W + r * ldw + k);
         for (int c = 0; c < C; c++) {
             __m256 xv = _mm256_loadu_ps(x + c * ldx + k);
             for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(w[r], xv, acc[r][c]);
@@ -163,51 +168,63 @@ BD_TARGET_AVX2 MM_INLINE void mk256(const float *W, int64_t K, const float *x, i
         static const int32_t ones[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
         __m256i m = _mm256_loadu_si256((const __m256i *)(ones + 8 - (K - k)));
         __m256 w[4];
-        for (int r = 0; r < R; r++) w[r] = _mm256_maskload_ps(W + r * K + k, m);
+        for (int r = 0; r < R; r++) w[r] = _mm256_maskload_ps(W + r * ldw + k, m);
         for (int c = 0; c < C; c++) {
             __m256 xv = _mm256_maskload_ps(x + c * ldx + k, m);
             for (int r = 0; r < R; r++) acc[r][c] = _mm256_fmadd_ps(w[r], xv, acc[r][c]);
         }
     }
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) y[c * ldy + r] = hsum256(acc[r][c]);
+        for (int c = 0; c < C; c++) y[c * ldy + r] = add ? y[c * ldy + r] + hsum256(acc[r][c]) : hsum256(acc[r][c]);
 }
 
-BD_TARGET_AVX2 static void mk256_4x3(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
-    mk256(W, K, x, ldx, y, ldy, 4, 3);
+BD_TARGET_AVX2 static void mk256_4x3(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int add) {
+    mk256(W, ldw, K, x, ldx, y, ldy, add, 4, 3);
 }
-BD_TARGET_AVX2 static void mk256_1x3(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
-    mk256(W, K, x, ldx, y, ldy, 1, 3);
+BD_TARGET_AVX2 static void mk256_1x3(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int add) {
+    mk256(W, ldw, K, x, ldx, y, ldy, add, 1, 3);
 }
-BD_TARGET_AVX2 static void mk256_4x1(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
-    mk256(W, K, x, ldx, y, ldy, 4, 1);
+BD_TARGET_AVX2 static void mk256_4x1(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int add) {
+    mk256(W, ldw, K, x, ldx, y, ldy, add, 4, 1);
 }
-BD_TARGET_AVX2 static void mk256_1x1(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy) {
-    mk256(W, K, x, ldx, y, ldy, 1, 1);
+BD_TARGET_AVX2 static void mk256_1x1(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
+                               int64_t ldy, int add) {
+    mk256(W, ldw, K, x, ldx, y, ldy, add, 1, 1);
 }
 
-typedef void (*mk_fn)(const float *W, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy);
+typedef void (*mk_fn)(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int add);
 
-/* Tiles rows [r0, r1) × all tokens with the four kernel shapes of one SIMD level (RxC, 1xC, Rx1, 1x1). */
+/* Tiles rows [r0, r1) × all tokens with the four kernel shapes of one SIMD level (RxC, 1xC, Rx1, 1x1).
+ * K is cut into chunks of MM_KC so that a tile of C activation rows stays in L1; each chunk's partial sums are
+ * added to y in chunk order. Every shape follows the same chunking, so results still do not depend on T. */
 static void mm_f32_rows_tiled(const mm_f32 *a, int64_t r0, int64_t r1, int C, mk_fn k_rc, mk_fn k_1c, mk_fn k_r1,
                               mk_fn k_11) {
     const int64_t K = a->K, T = a->T, ldx = a->ldx, ldy = a->ldy;
     for (int64_t rb = r0; rb < r1; rb += MM_ROW_BLOCK) {
         int64_t rbe = rb + MM_ROW_BLOCK < r1 ? rb + MM_ROW_BLOCK : r1;
-        int64_t t = 0;
-        for (; t + C <= T; t += C) {
-            const float *x = a->x + t * ldx;
-            float *y = a->y + t * ldy;
-            int64_t r = rb;
-            for (; r + 4 <= rbe; r += 4) k_rc(a->W + r * K, K, x, ldx, y + r, ldy);
-            for (; r < rbe; r++) k_1c(a->W + r * K, K, x, ldx, y + r, ldy);
-        }
-        for (; t < T; t++) {
-            const float *x = a->x + t * ldx;
-            float *y = a->y + t * ldy;
-            int64_t r = rb;
-            for (; r + 4 <= rbe; r += 4) k_r1(a->W + r * K, K, x, ldx, y + r, ldy);
-            for (; r < rbe; r++) k_11(a->W + r * K, K, x, ldx, y + r, ldy);
+        for (int64_t k0 = 0; k0 < K; k0 += MM_KC) {
+            const int64_t kn = K - k0 < MM_KC ? K - k0 : MM_KC;
+            const int add = k0 > 0;
+            const float *W = a->W + k0;
+            int64_t t = 0;
+            for (; t + C <= T; t += C) {
+                const float *x = a->x + t * ldx + k0;
+                float *y = a->y + t * ldy;
+                int64_t r = rb;
+                for (; r + 4 <= rbe; r += 4) k_rc(W + r * K, K, kn, x, ldx, y + r, ldy, add);
+                for (; r < rbe; r++) k_1c(W + r * K, K, kn, x, ldx, y + r, ldy, add);
+            }
+            for (; t < T; t++) {
+                const float *x = a->x + t * ldx + k0;
+                float *y = a->y + t * ldy;
+                int64_t r = rb;
+                for (; r + 4 <= rbe; r += 4) k_r1(W + r * K, K, kn, x, ldx, y + r, ldy, add);
+                for (; r < rbe; r++) k_11(W + r * K, K, kn, x, ldx, y + r, ldy, add);
+            }
         }
     }
 }

@@ -46,7 +46,7 @@ static double check_against(const float *W, const float *x, int64_t ldx, const f
 
 static void test_f32(bd_threadpool *tp4) {
     const int64_t shapes[][3] = {{1, 1, 1}, {5, 17, 3}, {64, 64, 6}, {67, 100, 13}, {128, 1024, 1},
-                                 {33, 31, 7}, {8, 16, 12}, {130, 257, 25}};
+                                 {33, 31, 7}, {8, 16, 12}, {130, 257, 25}, {21, 2500, 13}};
     int levels = bd_simd_override(BD_SIMD_AVX512) + 1;
     for (int lv = 0; lv < levels; lv++) {
         bd_simd_override(lv);
