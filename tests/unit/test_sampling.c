@@ -298,8 +298,9 @@ static void test_filters_vs_reference(void) {
                     inside &= t >= 0 && t < N && keep[t];
                 }
                 braid_sampler_free(s);
-                CHECK(same && inside, "top_k %d top_p %.2f min_p %.3f: kept %d, reference %d, same set %d, draws inside %d",
-                      ks[a], (double)ps[b], (double)mps[c], (int)n, want, same, inside);
+                CHECK(same && inside,
+                      "top_k %d top_p %.2f min_p %.3f: kept %d, reference %d, same set %d, draws inside %d", ks[a],
+                      (double)ps[b], (double)mps[c], (int)n, want, same, inside);
             }
 }
 
