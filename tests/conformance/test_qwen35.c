@@ -16,23 +16,29 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "braid.h"
-#include "gguf/gguf.h"
+#include "models/gen/genmodel.h"
 #include "oracle_client.h"
 #include "tensor/types.h"
 #include "test.h"
 
-/* ---- random models ---------------------------------------------------------------------------------------- */
+/* ---- random models (braid gen-model, src/models/gen) ------------------------------------------------------ */
 
 typedef struct shape {
     const char *name;
-    int E, L, FF, NH, NKV, HD, NROT, sect[4], DC, S, HK, HV, IV, V;
+    const char *preset;
+    gen_shape over; /* overrides of the preset */
 } shape;
 
-static const shape TINY = {"tiny", 64, 4, 128, 4, 2, 32, 16, {3, 3, 2, 0}, 4, 16, 2, 4, 2, 256};
-static const shape ODD = {"odd", 96, 6, 160, 6, 2, 16, 8, {2, 2, 1, 1}, 3, 8, 2, 6, 3, 300};
-static const shape MEDIUM = {"medium", 256, 8, 512, 8, 2, 64, 32, {6, 5, 5, 0}, 4, 32, 4, 8, 4, 1024};
+static gen_shape no_over(void) {
+    gen_shape g;
+    memset(&g, 0, sizeof g);
+    int64_t *f[] = {&g.n_ctx, &g.n_layer, &g.n_embd, &g.n_ff, &g.n_head, &g.n_head_kv, &g.head_dim, &g.n_rot,
+                    &g.ssm_conv, &g.ssm_state, &g.ssm_groups, &g.ssm_heads, &g.ssm_inner, &g.interval};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = GEN_UNSET;
+    return g;
+}
 
-static uint64_t rng_state;
+static uint64_t rng_state = 12345;
 static double rnd_normal(void) {
     /* xorshift64* + Box-Muller */
     double u[2];
@@ -43,109 +49,31 @@ static double rnd_normal(void) {
     return sqrt(-2.0 * log(u[0] + 1e-300)) * cos(6.283185307179586 * u[1]);
 }
 
-typedef struct gen_tensor {
-    char name[64];
-    int64_t ne[2];
-    uint32_t type;
-    void *data;
-} gen_tensor;
-
-static gen_tensor gt[512];
-static int n_gt;
-
-/* A tensor rm[ne1][ne0]: normal(mean, std), stored as `type` (1-D and conv kernels stay F32). */
-static void add_t(const char *name, int64_t ne0, int64_t ne1, double mean, double std, uint32_t type, int neg) {
-    gen_tensor *t = &gt[n_gt++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->ne[0] = ne0, t->ne[1] = ne1;
-    float *f = bd_mallocn((size_t)(ne0 * ne1), sizeof(float));
-    for (int64_t i = 0; i < ne0 * ne1; i++) {
-        double x = mean + std * rnd_normal();
-        f[i] = (float)(neg ? -fabs(x) : x);
-    }
-    if (ne1 == 1 || type == BRAID_TYPE_F32) {
-        t->type = BRAID_TYPE_F32;
-        t->data = f;
-        return;
-    }
-    t->type = type;
-    const bd_type_traits *tr = bd_type_traits_get(type);
-    size_t rs = bd_row_size(type, ne0);
-    t->data = bd_mallocn((size_t)ne1, rs);
-    for (int64_t r = 0; r < ne1; r++) tr->from_float(f + r * ne0, (char *)t->data + r * rs, ne0);
-    bd_free(f);
-}
-
+/* gen-model with a dummy vocabulary of 1024 tokens (token ids only), std 0.1, untied output. */
 static int write_model(const char *path, const shape *s, uint32_t type, uint64_t seed) {
-    rng_state = seed * 0x9E3779B97F4A7C15ull + 1;
-    n_gt = 0;
-    gguf_writer *w;
-    if (gguf_writer_new(3, &w) != BRAID_OK) return 0;
-    int ok = 1;
-#define K(fn, key, val) ok &= fn(w, "qwen35." key, val) == BRAID_OK
-    ok &= gguf_writer_set_str(w, "general.architecture", "qwen35") == BRAID_OK;
-    K(gguf_writer_set_u32, "context_length", 4096);
-    K(gguf_writer_set_u32, "embedding_length", s->E);
-    K(gguf_writer_set_u32, "block_count", s->L);
-    K(gguf_writer_set_u32, "feed_forward_length", s->FF);
-    K(gguf_writer_set_u32, "attention.head_count", s->NH);
-    K(gguf_writer_set_u32, "attention.head_count_kv", s->NKV);
-    K(gguf_writer_set_u32, "attention.key_length", s->HD);
-    K(gguf_writer_set_u32, "attention.value_length", s->HD);
-    K(gguf_writer_set_u32, "rope.dimension_count", s->NROT);
-    K(gguf_writer_set_f32, "rope.freq_base", 1e7f);
-    K(gguf_writer_set_f32, "attention.layer_norm_rms_epsilon", 1e-6f);
-    K(gguf_writer_set_u32, "ssm.conv_kernel", s->DC);
-    K(gguf_writer_set_u32, "ssm.state_size", s->S);
-    K(gguf_writer_set_u32, "ssm.group_count", s->HK);
-    K(gguf_writer_set_u32, "ssm.time_step_rank", s->HV);
-    K(gguf_writer_set_u32, "ssm.inner_size", s->S * s->HV);
-    K(gguf_writer_set_u32, "full_attention_interval", s->IV);
-    K(gguf_writer_set_u32, "vocab_size", s->V);
-#undef K
-    ok &= gguf_writer_set_array(w, "qwen35.rope.dimension_sections", GGUF_TYPE_INT32, s->sect, 4) == BRAID_OK;
-    ok &= gguf_writer_set_str(w, "tokenizer.ggml.model", "none") == BRAID_OK;
-    const int kd = s->S * s->HK, vd = s->S * s->HV, cd = 2 * kd + vd;
-    char n[64];
-    add_t("token_embd.weight", s->E, s->V, 0, 0.1, type, 0);
-    add_t("output.weight", s->E, s->V, 0, 0.1, type, 0);
-    add_t("output_norm.weight", s->E, 1, 1, 0.1, 0, 0);
-    for (int i = 0; i < s->L; i++) {
-#define T(suffix, ne0, ne1, mean, std, neg) (snprintf(n, sizeof n, "blk.%d.%s", i, suffix), add_t(n, ne0, ne1, mean, std, type, neg))
-        T("attn_norm.weight", s->E, 1, 1, 0.1, 0);
-        T("post_attention_norm.weight", s->E, 1, 1, 0.1, 0);
-        if ((i + 1) % s->IV != 0) {
-            T("attn_qkv.weight", s->E, cd, 0, 0.1, 0);
-            T("attn_gate.weight", s->E, vd, 0, 0.1, 0);
-            snprintf(n, sizeof n, "blk.%d.ssm_conv1d.weight", i);
-            add_t(n, s->DC, cd, 0, 0.5, BRAID_TYPE_F32, 0);
-            T("ssm_dt.bias", s->HV, 1, 0, 0.1, 0);
-            T("ssm_a", s->HV, 1, 0, 1.0, 1);
-            T("ssm_beta.weight", s->E, s->HV, 0, 0.1, 0);
-            T("ssm_alpha.weight", s->E, s->HV, 0, 0.1, 0);
-            T("ssm_norm.weight", s->S, 1, 1, 0.1, 0);
-            T("ssm_out.weight", vd, s->E, 0, 0.1, 0);
-        } else {
-            T("attn_q.weight", s->E, 2 * s->HD * s->NH, 0, 0.1, 0);
-            T("attn_k.weight", s->E, s->HD * s->NKV, 0, 0.1, 0);
-            T("attn_v.weight", s->E, s->HD * s->NKV, 0, 0.1, 0);
-            T("attn_output.weight", s->HD * s->NH, s->E, 0, 0.1, 0);
-            T("attn_q_norm.weight", s->HD, 1, 1, 0.1, 0);
-            T("attn_k_norm.weight", s->HD, 1, 1, 0.1, 0);
-        }
-        T("ffn_gate.weight", s->E, s->FF, 0, 0.1, 0);
-        T("ffn_up.weight", s->E, s->FF, 0, 0.1, 0);
-        T("ffn_down.weight", s->FF, s->E, 0, 0.1, 0);
-#undef T
+    gen_params p;
+    gen_params_default(&p);
+    p.arch = "qwen35";
+    p.preset = s->preset;
+    p.over = s->over;
+    p.type = type;
+    p.seed = seed;
+    p.vocab = "none";
+    p.n_vocab = 1024;
+    gen_summary sum;
+    braid_status st = gen_model_write(&p, path, &sum);
+    if (st != BRAID_OK) {
+        fprintf(stderr, "gen-model %s: %s\n", s->name, braid_last_error());
+        return 0;
     }
-    for (int i = 0; i < n_gt; i++)
-        ok &= gguf_writer_add_tensor(w, gt[i].name, gt[i].type, gt[i].ne[1] == 1 ? 1 : 2, gt[i].ne, gt[i].data) ==
-              BRAID_OK;
-    ok &= gguf_writer_write(w, path, NULL, NULL) == BRAID_OK;
-    gguf_writer_free(w);
-    for (int i = 0; i < n_gt; i++) bd_free(gt[i].data);
-    if (!ok) fprintf(stderr, "write_model %s: %s\n", path, braid_last_error());
-    return ok;
+    printf("model %s: gen-model preset %s, n_embd %lld, %lld layers (interval %lld), heads %lld/%lld x %lld, GDN "
+           "heads %lld/%lld x %lld, conv %lld, vocab %lld, %s\n",
+           s->name, s->preset, (long long)sum.shape.n_embd, (long long)sum.shape.n_layer,
+           (long long)sum.shape.interval, (long long)sum.shape.n_head, (long long)sum.shape.n_head_kv,
+           (long long)sum.shape.head_dim, (long long)sum.shape.ssm_groups, (long long)sum.shape.ssm_heads,
+           (long long)sum.shape.ssm_state, (long long)sum.shape.ssm_conv, (long long)sum.n_vocab,
+           bd_type_traits_get(type)->name);
+    return 1;
 }
 
 /* ---- comparisons ------------------------------------------------------------------------------------------ */
@@ -227,7 +155,7 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
     braid_model *m = NULL;
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
     if (!m) return;
-    const int V = s->V;
+    const int V = braid_model_n_vocab(m), E = braid_model_n_embd(m);
     oracle *o = NULL;
     CHECK_STATUS(oracle_start(path, "--ctx 1024 --seq-max 4 --kv f32 --fa off --threads 1", &o), BRAID_OK);
     if (!o) {
@@ -331,8 +259,8 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
     {
         braid_context *c = new_ctx(m, 1, 512, 256, 8);
         const int nx = 4, ny = 3, ni = nx * ny;
-        float *embd = bd_mallocn((size_t)ni * s->E, sizeof(float));
-        for (int i = 0; i < ni * s->E; i++) embd[i] = (float)(0.5 * rnd_normal());
+        float *embd = bd_mallocn((size_t)ni * E, sizeof(float));
+        for (int i = 0; i < ni * E; i++) embd[i] = (float)(0.5 * rnd_normal());
         braid_pos ipos[4 * 12];
         cmp ce = {0};
         CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
@@ -417,7 +345,7 @@ static void test_memory(const char *path, const shape *s) {
     braid_model *m = NULL;
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
     if (!m) return;
-    const int V = s->V;
+    const int V = braid_model_n_vocab(m);
     enum { N = 120 };
     braid_token toks[N], nxt[3] = {3, 1, 4};
     rand_tokens(toks, N, V, 23);
@@ -622,6 +550,12 @@ static void test_load_errors(const char *dir) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
+    shape TINY = {"tiny", "tiny", no_over()}, MEDIUM = {"medium", "medium", no_over()};
+    /* 6 q / 2 kv heads, 6 v / 2 k GDN heads, d_conv 3, every third layer attention */
+    shape ODD = {"odd", "tiny", no_over()};
+    ODD.over.n_layer = 6, ODD.over.n_embd = 96, ODD.over.n_ff = 160, ODD.over.n_head = 6, ODD.over.n_head_kv = 2;
+    ODD.over.head_dim = 16, ODD.over.n_rot = 8, ODD.over.ssm_conv = 3, ODD.over.ssm_state = 8;
+    ODD.over.ssm_groups = 2, ODD.over.ssm_heads = 6, ODD.over.ssm_inner = 48, ODD.over.interval = 3;
     char dir[] = "/tmp/braid_qwen35_XXXXXX";
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
