@@ -92,6 +92,7 @@ braid_status braid_model_load(const char *path, const braid_model_params *params
         return st;
     }
     *out = m;
+    bd_error_clear();
     return BRAID_OK;
 }
 
