@@ -1,6 +1,6 @@
-/* blocks.h — what the architecture files need beyond tensor/ops.h: the matrix product W·x for any weight type
- * (activations converted to the type's vec_dot_type first, as ggml does, through tensor/dot.h; rows of W split
- * across the thread pool) and an embedding row lookup. When tensor/matmul.h lands this becomes a thin shim. */
+/* blocks.h — what the architecture files need beyond tensor/ops.h: W·x on a bound weight (a thin shim over
+ * tensor/matmul.h, which converts activations to the type's vec_dot_type as ggml does) and an embedding row
+ * lookup. */
 #ifndef BRAID_MODELS_BLOCKS_H
 #define BRAID_MODELS_BLOCKS_H
 
@@ -13,7 +13,7 @@
 /* Bytes of work buffer blk_matmul needs for T rows of n_in activations against weight type `type`. */
 size_t blk_matmul_wsize(uint32_t type, int64_t n_in, int32_t T);
 /* y[t][n] = Σ_k W[n][k]·x[t][k]; x [T][w->n_in], y [T][w->n_out] (must not overlap x); wbuf of
- * blk_matmul_wsize bytes. Each output is one dot product, so results do not depend on the thread count. */
+ * blk_matmul_wsize bytes. Results do not depend on the thread count. */
 void blk_matmul(bd_threadpool *tp, const bd_weight *w, const float *x, int32_t T, float *y, void *wbuf);
 /* Row r of an embedding matrix (any type) as floats. */
 void blk_get_row(const bd_weight *w, int64_t r, float *out);

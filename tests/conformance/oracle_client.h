@@ -285,12 +285,15 @@ static inline braid_status oracle_decode_embd(oracle *o, int32_t n, const float 
     return s;
 }
 
-/* Appends n greedy tokens to seq (which must have logits from an earlier decode) at its next positions.
- * tokens gets n ids; logits (may be NULL) gets a new n x n_vocab buffer: the rows each token was chosen from. */
-static inline braid_status oracle_greedy(oracle *o, int32_t n, int32_t seq, int32_t *tokens, float **logits) {
+/* Appends n greedy tokens to seq (which must have logits from an earlier decode) at positions pos, pos+1, ...
+ * (pos < 0: after the sequence's last position; give it explicitly after an M-RoPE image, where text resumes
+ * at t0 + max(nx, ny)). tokens gets n ids; logits (may be NULL) gets a new n x n_vocab buffer: the rows each
+ * token was chosen from. */
+static inline braid_status oracle_greedy_at(oracle *o, int32_t n, int32_t seq, int32_t pos, int32_t *tokens,
+                                            float **logits) {
     if (logits) *logits = NULL;
-    if (fprintf(o->in, "greedy %d %d\n", n, seq) < 0 || fflush(o->in) != 0)
-        return bd_error(BRAID_E_IO, "oracle: write failed");
+    int w = pos < 0 ? fprintf(o->in, "greedy %d %d\n", n, seq) : fprintf(o->in, "greedy %d %d %d\n", n, seq, pos);
+    if (w < 0 || fflush(o->in) != 0) return bd_error(BRAID_E_IO, "oracle: write failed");
     BD_TRY(oracle_read_reply(o, "greedy"));
     const char *p = o->reply;
     for (int32_t i = 0; i < n; i++) {
@@ -310,6 +313,11 @@ static inline braid_status oracle_greedy(oracle *o, int32_t n, int32_t seq, int3
     if (logits) *logits = buf;
     else bd_free(buf);
     return BRAID_OK;
+}
+
+/* oracle_greedy_at after the sequence's last position. */
+static inline braid_status oracle_greedy(oracle *o, int32_t n, int32_t seq, int32_t *tokens, float **logits) {
+    return oracle_greedy_at(o, n, seq, -1, tokens, logits);
 }
 
 /* Tokenizes len bytes of text; *tokens (bd_free) gets *n ids. */

@@ -83,7 +83,7 @@ int main(void) {
     bd_free(two);
     CHECK_STATUS(oracle_decode(o, N, prompt, NULL, NULL, NULL, &two, &rows), BRAID_OK);
     CHECK_STATUS(oracle_cmd(o, NULL, "seq_cp 0 1 -1 -1"), BRAID_OK);
-    CHECK_STATUS(oracle_greedy(o, G, 1, g1, NULL), BRAID_OK);
+    CHECK_STATUS(oracle_greedy_at(o, G, 1, N, g1, NULL), BRAID_OK); /* explicit positions: the same as implied */
     CHECK(!memcmp(g1, gref, sizeof g1), "greedy after seq_cp differs");
 
     /* a recurrent state cannot drop its tail: llama.cpp says so with 0 */

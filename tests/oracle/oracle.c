@@ -431,7 +431,7 @@ static int run_command(oracle *o, char **line, size_t *cap) {
     char *argv[MAX_ARGS * 4];
     /* detokenize may carry many ids: split with a larger bound by counting fields first */
     size_t fields = 1;
-    for (const char *c = *line; *c; c++) fields += *c == ' ';
+    for (const char *c = *line; *c; c++) fields += *c == ' ' || *c == '\t';
     char **av = argv;
     if (fields > MAX_ARGS * 4) av = xmalloc(fields * sizeof *av);
     int argc = split(*line, av, fields > MAX_ARGS * 4 ? (int)fields : MAX_ARGS * 4);
