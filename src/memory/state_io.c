@@ -381,7 +381,8 @@ typedef struct ld_new { /* what load allocates for one sequence, installed at ap
     int32_t *erow;
     float *embd;
     float *live;
-    float **rb;       /* [rb_n] */
+    float **rb;       /* [n_rollback + 1], n_rb used: the last n_rb saved rollback states */
+    int32_t n_rb;
     rs_ckpt *ck;      /* [n_ck kept] */
     int32_t n_ck, ck_cap;
 } ld_new;
@@ -472,9 +473,9 @@ static braid_status parse(const mem *m, int32_t s, uint64_t fp, const void *data
                           e->len, e->n_erow, e->approx);
             break;
         }
-        if (m->rs ? (e->has_live != (e->len > 0) || e->n_ck < 0 || e->n_ck > e->len || e->rb_n < 0 ||
-                     (uint32_t)e->rb_n > m->p.n_rollback || e->rb_lo < 0 || (e->rb_n && e->rb_lo + e->rb_n > e->len) ||
-                     (!e->rb_n && e->rb_lo))
+        /* A rollback buffer ends at the live state; one longer than this memory keeps is cut at load. */
+        if (m->rs ? (e->has_live != (e->len > 0) || e->n_ck < 0 || e->n_ck > e->len || e->rb_n < 0 || e->rb_n > e->len ||
+                     e->rb_lo < 0 || (e->rb_n && e->rb_lo + e->rb_n != e->len) || (!e->rb_n && e->rb_lo))
                   : (e->has_live || e->n_ck || e->rb_n || e->rb_lo || e->approx != -1)) {
             st = bd_error(BRAID_E_FORMAT, "state: sequence %d: bad recurrent counts (checkpoints %d, rollback %d at %d)",
                           e->id, e->n_ck, e->rb_n, e->rb_lo);
@@ -556,13 +557,13 @@ static braid_status parse(const mem *m, int32_t s, uint64_t fp, const void *data
     return BRAID_OK;
 }
 
-static void ld_new_free(const mem *m, ld_new *a, const ld_seq *e) {
+static void ld_new_free(const mem *m, ld_new *a) {
     bd_free(a->tok);
     bd_free(a->pos);
     bd_free(a->erow);
     bd_free(a->embd);
     bd_free(a->live);
-    for (int32_t i = 0; a->rb && i < e->rb_n; i++) bd_free(a->rb[i]);
+    for (int32_t i = 0; a->rb && i < a->n_rb; i++) bd_free(a->rb[i]);
     bd_free(a->rb);
     for (int32_t i = 0; a->ck && i < a->n_ck; i++) bd_free(a->ck[i].blk);
     bd_free(a->ck);
@@ -633,8 +634,10 @@ braid_status mem_state_load(mem *m, int32_t s, uint64_t fingerprint, const void 
             st = bd_error(BRAID_E_NOMEM, "state: out of memory");
             break;
         }
-        for (int32_t i = 0; i < e->rb_n && st == BRAID_OK; i++)
-            if (!(a->rb[i] = new_block(m, e->rb + (size_t)i * bb))) st = bd_error(BRAID_E_NOMEM, "state: out of memory for a state block");
+        int32_t skip = e->rb_n > (int32_t)m->p.n_rollback ? e->rb_n - (int32_t)m->p.n_rollback : 0;
+        for (int32_t i = skip; i < e->rb_n && st == BRAID_OK; i++, a->n_rb++)
+            if (!(a->rb[a->n_rb] = new_block(m, e->rb + (size_t)i * bb)))
+                st = bd_error(BRAID_E_NOMEM, "state: out of memory for a state block");
         int32_t nk = 0;
         for (int32_t i = 0; i < e->n_ck; i++) nk += keep[j + i];
         a->ck_cap = nk ? nk : 1;
@@ -650,7 +653,7 @@ braid_status mem_state_load(mem *m, int32_t s, uint64_t fingerprint, const void 
         }
     }
     if (st != BRAID_OK) {
-        for (int32_t k = 0; nw && k < n_sq; k++) ld_new_free(m, &nw[k], &sq[k]);
+        for (int32_t k = 0; nw && k < n_sq; k++) ld_new_free(m, &nw[k]);
         goto done;
     }
 
@@ -716,8 +719,8 @@ braid_status mem_state_load(mem *m, int32_t s, uint64_t fingerprint, const void 
             q->live = a->live;
             bd_free(q->rb);
             q->rb = a->rb;
-            q->rb_lo = e->rb_lo;
-            q->rb_n = e->rb_n;
+            q->rb_n = a->n_rb;
+            q->rb_lo = a->n_rb ? e->len - a->n_rb : 0;
             bd_free(q->ck);
             q->ck = a->ck;
             q->n_ck = a->n_ck;

@@ -214,6 +214,23 @@ static void test_save_pending_rollback(void) {
     CHECK(a && b && na == nb && !memcmp(a, b, na), "sequence state loaded into another sequence: same bytes");
     bd_free(a);
     bd_free(b);
+    {
+        toy_layout t2 = HYB;
+        t2.rollback = 2;
+        mem *m4 = new_mem(&t2);
+        mem *m5 = new_mem(t);
+        CHECK_STATUS(decode_tokens(t, m5, 0, 6, 1, 16), BRAID_OK);
+        CHECK_STATUS(decode_tokens(t, m5, 0, 4, 20, 16), BRAID_OK); /* rollback [6, 10] */
+        a = save(m5, 0, &na);
+        CHECK_STATUS(mem_state_load(m4, 1, FP, a, na), BRAID_OK);
+        mem_seq_rollback_range(m4, 1, &lo, &hi);
+        CHECK(lo == 8 && hi == 10, "a longer rollback buffer is cut to the last 2 states: [%d, %d]", lo, hi);
+        CHECK(mem_rs_rollback(m4, 1, 8) && !memcmp(mem_rs_rollback(m4, 1, 8), mem_rs_rollback(m5, 0, 8),
+                                                   mem_rs_block_floats(m4) * sizeof(float)), "the kept states are the right ones");
+        bd_free(a);
+        mem_free(m4);
+        mem_free(m5);
+    }
     CHECK_STATUS(mem_state_load(m3, -1, FP ^ 1, "x", 1), BRAID_E_FORMAT);
     a = save(m, -1, &na);
     CHECK_STATUS(mem_state_load(m3, -1, FP ^ 1, a, na), BRAID_E_MISMATCH);
