@@ -7,9 +7,10 @@
  * - in byte-level vocabularies a word's symbols are its raw bytes (each byte is one GPT-2 character);
  * - merging uses a doubly linked list and an indexed min-heap of (rank, position): O(m log m) per word;
  * - a word cache (per call, for long inputs) skips repeated words;
- * - long fragments are processed in blocks cut right after a '\n' between two printable ASCII characters,
- *   a place where every supported pre-tokenizer splits anyway, so memory stays bounded by the block size
- *   (plus the longest word);
+ * - long fragments are processed in ~256 KiB blocks cut right after a '\n' between two printable ASCII
+ *   characters, where the pre-tokenizer is known to split anyway (all hand-written splitters and the regexes
+ *   checked for it, see tok_pretok_newline_cuttable; other pre-tokenizers take the fragment whole), so
+ *   working memory follows the longest line, not the input;
  * - a word longer than 1 MiB (only pathological input: a run of a million letters or spaces) is merged in
  *   1 MiB pieces. That bounds memory (~40 bytes per byte of word); it is the one place where braid's ids may
  *   differ from llama.cpp's, which merges the whole word (in O(n log n) time and far more memory). */
