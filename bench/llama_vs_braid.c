@@ -162,6 +162,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: %s: %s\n", path, braid_status_name(s), braid_last_error());
         return 1;
     }
+    double load = bench_loadavg();
     double bw = bench_bandwidth((size_t)bw_mib << 20, c.n_threads, 3);
     double roof = bw > 0 ? bw / (double)w.per_token : 0.0;
 
@@ -190,7 +191,8 @@ int main(int argc, char **argv) {
 
     const char *type = bench_type_name(w.type);
     printf("model      %s (%s, %.1f MiB of weights)\n", path, type, (double)w.total / 1048576.0);
-    printf("threads    %d, %d repetitions after a warm-up\n", c.n_threads, c.reps);
+    printf("threads    %d, %d repetitions after a warm-up (load average %.1f at the start, %.1f at the end)\n",
+           c.n_threads, c.reps, load, bench_loadavg());
     printf("bandwidth  %.1f GB/s (streaming read of %d MiB, %d threads)\n", bw / 1e9, bw_mib, c.n_threads);
     printf("roofline   %.1f MiB of weights read per generated token -> %.1f tok/s\n\n",
            (double)w.per_token / 1048576.0, roof);

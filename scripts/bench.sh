@@ -22,6 +22,7 @@ mkdir -p "$cache"
     exit 1
 }
 
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (figures mean little if it exceeds the cores)"
 summary=()
 for t in $types; do
     model="$cache/qwen35-0.5b-$t.gguf"

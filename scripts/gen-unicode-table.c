@@ -7,6 +7,9 @@
  * CJK Extension I U+2EBF0..U+2EE5D (Lo), ideographic description characters U+2FFC..U+2FFF and
  * U+31EF (So)). Private use (Co) and surrogates (Cs) count as C, unassigned (Cn) as its own class.
  *
+ * It also writes the two maps WordPiece ("bert") vocabularies need: simple lowercase mappings and the first
+ * codepoint of each canonical (NFD) decomposition.
+ *
  * Build and run (needs libutf8proc-dev; the generated file is committed, so normal builds do not need it):
  *   cc -O2 scripts/gen-unicode-table.c -lutf8proc -o /tmp/gen && /tmp/gen > src/tokenizer/unicode_table.c */
 #include <stdint.h>
@@ -62,6 +65,33 @@ int main(void) {
             n++;
         }
     }
-    printf("};\nconst unsigned tok_uc_n_ranges = %d;\n", n);
+    printf("};\nconst unsigned tok_uc_n_ranges = %d;\n\n", n);
+
+    /* Simple lowercase mappings that change the codepoint. */
+    printf("const tok_uc_map tok_uc_lower[] = {\n");
+    n = 0;
+    for (uint32_t c = 0; c < 0x110000; c++) {
+        utf8proc_int32_t l = utf8proc_tolower((utf8proc_int32_t)c);
+        if ((uint32_t)l != c) {
+            printf("    {0x%06X, 0x%06X},\n", c, (unsigned)l);
+            n++;
+        }
+    }
+    printf("};\nconst unsigned tok_uc_n_lower = %d;\n\n", n);
+
+    /* First codepoint of the canonical decomposition, where it differs. */
+    printf("const tok_uc_map tok_uc_nfd_first[] = {\n");
+    n = 0;
+    for (uint32_t c = 0; c < 0x110000; c++) {
+        if (utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_CN) continue;
+        utf8proc_int32_t buf[32];
+        int last = 0;
+        utf8proc_ssize_t k = utf8proc_decompose_char((utf8proc_int32_t)c, buf, 32, UTF8PROC_DECOMPOSE, &last);
+        if (k > 0 && (uint32_t)buf[0] != c) {
+            printf("    {0x%06X, 0x%06X},\n", c, (unsigned)buf[0]);
+            n++;
+        }
+    }
+    printf("};\nconst unsigned tok_uc_n_nfd_first = %d;\n", n);
     return 0;
 }

@@ -55,6 +55,19 @@ static inline braid_token bench_token(uint64_t *state, int32_t n_vocab) {
     return (braid_token)((*state >> 33) % (uint64_t)n_vocab);
 }
 
+/* The 1-minute load average (from /proc/loadavg; -1 if unavailable). Printed with the figures: on a shared
+ * machine a load above the core count makes every number here meaningless, llama.cpp's generation most of all
+ * (its threads wait for each other at every operation). */
+static inline double bench_loadavg(void) {
+    double l = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1.0;
+        fclose(f);
+    }
+    return l;
+}
+
 /* ---- memory bandwidth ------------------------------------------------------------------------------------ */
 
 typedef struct {

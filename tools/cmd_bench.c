@@ -100,6 +100,7 @@ static int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "braid bench: %s: %s: %s\n", path, braid_status_name(s), braid_last_error());
         return 1;
     }
+    double load = bench_loadavg();
     int n_threads = c.n_threads;
     if (n_threads <= 0) n_threads = (int)braid_context_default_params().n_threads;
     double bw = bench_bandwidth((size_t)bw_mib << 20, n_threads, 3);
@@ -126,6 +127,7 @@ static int cmd_bench(int argc, char **argv) {
         json_object_set_new(o, "model", json_string(path));
         json_object_set_new(o, "weight_type", json_string(bench_type_name(w.type)));
         json_object_set_new(o, "threads", json_integer(n_threads));
+        json_object_set_new(o, "load_average", json_real(load));
         json_object_set_new(o, "weight_bytes", json_integer((json_int_t)w.total));
         json_object_set_new(o, "weight_bytes_per_token", json_integer((json_int_t)w.per_token));
         json_object_set_new(o, "bandwidth_bytes_per_second", json_real(bw));
@@ -143,7 +145,7 @@ static int cmd_bench(int argc, char **argv) {
         free(txt);
     } else {
         printf("model      %s (%s, %.1f MiB of weights)\n", path, bench_type_name(w.type), (double)w.total / 1048576.0);
-        printf("threads    %d\n", n_threads);
+        printf("threads    %d (load average %.1f at the start)\n", n_threads, load);
         printf("bandwidth  %.1f GB/s (streaming read of %d MiB)\n", bw / 1e9, bw_mib);
         printf("roofline   %.1f MiB read per generated token -> %.1f tok/s\n", (double)w.per_token / 1048576.0,
                roof);

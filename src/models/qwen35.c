@@ -335,7 +335,7 @@ typedef struct qw_scratch {
     float *ff_u;   /* [T][n_ff] */
     float *f;      /* [T][n_embd] FFN output */
     float *krow;   /* [hd] a K or V row converted from F16 */
-    float *delta;  /* [threads][S] delta-rule correction of one head */
+    float *delta;  /* [threads][S] per-thread temporary (silu(z) of one head) */
     float *rope;   /* [T][n_rot/2][2] cos, sin per row */
     float *y;      /* [T][conv_dim] conv output (GDN q ‖ k ‖ v) */
     void *wbuf;    /* matmul activation conversion */
@@ -531,65 +531,13 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_t
     blk_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
 }
 
-/* One token of the delta rule on one head (§1.7 step 7), state M stored transposed: Mt[j][i] = M[i][j].
- *   M ← exp(g)·M;  δ = (v − Mᵀk)·β;  M ← M + k δᵀ;  o = Mᵀq / sqrt(S) */
-static void qw_delta_step(float *Mt, const float *q, const float *k, const float *v, float g, float beta, float *o,
-                          int32_t S, float *delta) {
-    const float decay = expf(g);
-    for (int64_t i = 0; i < (int64_t)S * S; i++) Mt[i] *= decay;
-    for (int32_t j = 0; j < S; j++) delta[j] = (v[j] - blk_dot_f32(Mt + (size_t)j * S, k, S)) * beta;
-    for (int32_t j = 0; j < S; j++) {
-        float *row = Mt + (size_t)j * S;
-        for (int32_t i = 0; i < S; i++) row[i] += k[i] * delta[j];
-    }
-    const float scale = 1.0f / sqrtf((float)S);
-    for (int32_t j = 0; j < S; j++) o[j] = blk_dot_f32(Mt + (size_t)j * S, q, S) * scale;
-}
-
-/* The delta rule over a ubatch, split across threads by value head: every head's state is independent, and
- * each thread walks the rows in order for its heads (so a sequence's tokens stay in order). */
-typedef struct qw_delta_task {
-    const qwen35 *m;
-    const qw_layer *L;
-    const bd_fwd_batch *b;
-    const bd_fwd_memory *mem;
-    const float *y;     /* [T][conv_dim] conv output: q ‖ k (L2-normed) ‖ v */
-    const float *beta;  /* [T][H_v] */
-    const float *alpha; /* [T][H_v] */
-    float *o;           /* [T][value_dim] */
-    float *delta;       /* [nth][S] */
-} qw_delta_task;
-
-static void qw_delta_run(void *arg, int ith, int nth) {
-    const qw_delta_task *a = arg;
-    const qw_hparams *hp = &a->m->hp;
-    const int32_t T = a->b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
-    const int32_t C = (int32_t)hp->conv_dim, KD = (int32_t)hp->key_dim;
-    int64_t h0, h1;
-    bd_split(Hv, ith, nth, &h0, &h1);
-    for (int32_t t = 0; t < T; t++) {
-        const size_t r = (size_t)a->L->slot * a->b->n_seq + a->b->seq[t];
-        float *Mt = a->mem->ssm_out[r]; /* [H_v][S(j)][S(i)] */
-        const float *qv = a->y + (size_t)t * C, *kv = qv + KD, *vv = qv + 2 * KD;
-        float *snap = a->mem->ssm_row ? a->mem->ssm_row[(size_t)a->L->slot * T + t] : NULL;
-        for (int64_t h = h0; h < h1; h++) {
-            const int64_t kh = h % Hk; /* tiled head broadcast (§1.7 step 6) */
-            const float bt = a->beta[(size_t)t * Hv + h];  /* already sigmoid(b) */
-            const float g = a->alpha[(size_t)t * Hv + h];  /* already softplus(a + dt_bias) · A */
-            qw_delta_step(Mt + (size_t)h * S * S, qv + kh * S, kv + kh * S, vv + h * S, g, bt,
-                          a->o + (size_t)t * hp->value_dim + h * S, S, a->delta + (size_t)ith * S);
-            if (snap) memcpy(snap + (size_t)h * S * S, Mt + (size_t)h * S * S, (size_t)S * S * sizeof(float));
-        }
-    }
-}
-
 /* §1.7 Gated DeltaNet. u [T][n_embd] normed input -> out [T][n_embd]; states of each sequence advance in
  * row order (rows of one sequence are in order in the ubatch). */
 static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
                               const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
     const qw_hparams *hp = &m->hp;
     const int32_t T = b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
-    const int32_t C = (int32_t)hp->conv_dim, W = (int32_t)hp->d_conv - 1;
+    const int32_t C = (int32_t)hp->conv_dim, KD = (int32_t)hp->key_dim, W = (int32_t)hp->d_conv - 1;
     float *mixed = s->qg; /* [T][conv_dim] q ‖ k ‖ v before the conv */
     float *z = s->k;      /* [T][value_dim] */
     float *beta = s->ba, *alpha = s->ba + (size_t)T * Hv; /* [T][H_v] each */
@@ -643,9 +591,17 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
             memcpy(mem->conv_row[(size_t)L->slot * T + t], conv, n_conv * sizeof(float));
     }
 
-    /* The delta rule, head-parallel. */
-    qw_delta_task dt = {m, L, b, mem, s->y, beta, alpha, s->o, s->delta};
-    bd_threadpool_run((int64_t)T * Hv * S * S < 65536 ? NULL : tp, qw_delta_run, &dt);
+    /* The delta rule (tensor/ops.h bd_gdn), one run of consecutive rows of a sequence at a time. */
+    for (int32_t t0 = 0; t0 < T;) {
+        int32_t t1 = t0 + 1;
+        while (t1 < T && b->seq[t1] == b->seq[t0]) t1++;
+        const size_t r = (size_t)L->slot * b->n_seq + b->seq[t0];
+        const float *y0 = s->y + (size_t)t0 * C;
+        bd_gdn(tp, t1 - t0, Hk, Hv, S, y0, C, y0 + KD, C, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
+               beta + (size_t)t0 * Hv, mem->ssm_out[r], s->o + (size_t)t0 * hp->value_dim, hp->value_dim,
+               mem->ssm_row ? mem->ssm_row + (size_t)L->slot * T + t0 : NULL);
+        t0 = t1;
+    }
 
     /* Gated RMSNorm per head: normalize, weight, times silu(z). */
     for (int32_t t = 0; t < T; t++) {

@@ -7,9 +7,13 @@
  * - in byte-level vocabularies a word's symbols are its raw bytes (each byte is one GPT-2 character);
  * - merging uses a doubly linked list and an indexed min-heap of (rank, position): O(m log m) per word;
  * - a word cache (per call, for long inputs) skips repeated words;
- * - long fragments are processed in blocks cut right after a '\n' between two printable ASCII characters,
- *   a place where every supported pre-tokenizer splits anyway, so memory stays bounded by the block size
- *   (plus the longest word). */
+ * - long fragments are processed in ~256 KiB blocks cut right after a '\n' between two printable ASCII
+ *   characters, where the pre-tokenizer is known to split anyway (all hand-written splitters and the regexes
+ *   checked for it, see tok_pretok_newline_cuttable; other pre-tokenizers take the fragment whole), so
+ *   working memory follows the longest line, not the input;
+ * - a word longer than 1 MiB (only pathological input: a run of a million letters or spaces) is merged in
+ *   1 MiB pieces. That bounds memory (~40 bytes per byte of word); it is the one place where braid's ids may
+ *   differ from llama.cpp's, which merges the whole word (in O(n log n) time and far more memory). */
 #include <string.h>
 
 #include "base/alloc.h"
@@ -19,9 +23,10 @@
 #include "tokenizer/vocab_internal.h"
 
 #define BLOCK_BYTES (256u * 1024u)
-#define CACHE_MIN_TEXT 4096u    /* inputs shorter than this skip the word cache */
+#define BPE_MAX_WORD (1u << 20) /* bytes: longer words are merged in pieces (see bpe_block) */
+#define CACHE_MIN_TEXT 2048u    /* inputs shorter than this skip the word cache */
 #define CACHE_MAX_WORD 64u      /* longer words are not cached */
-#define CACHE_SLOTS (1u << 16)
+#define CACHE_MAX_SLOTS (1u << 16) /* the cache has ~1 slot per 8 bytes of text, up to this */
 #define CACHE_ARENA_MAX (8u << 20)
 
 typedef struct cache_slot {
@@ -46,6 +51,7 @@ struct tok_bpe_session {
     size_t sym_cap;
     /* word cache */
     cache_slot *cache;
+    uint32_t cache_mask;
     uint8_t *ckeys;
     int32_t *ctoks;
     size_t ckeys_len, ckeys_cap, ctoks_len, ctoks_cap, c_used;
@@ -76,9 +82,12 @@ braid_status tok_bpe_session_new(const tok_vocab *v, size_t text_len, tok_bpe_se
     if (!s) return bd_error(BRAID_E_NOMEM, "tokenizer: out of memory");
     s->v = v;
     if (text_len >= CACHE_MIN_TEXT) {
-        s->cache = bd_calloc(CACHE_SLOTS, sizeof *s->cache);
-        s->ckeys_cap = 1 << 16;
-        s->ctoks_cap = 1 << 14;
+        uint32_t slots = 256;
+        while (slots < CACHE_MAX_SLOTS && slots < text_len / 8) slots <<= 1;
+        s->cache_mask = slots - 1;
+        s->cache = bd_calloc(slots, sizeof *s->cache);
+        s->ckeys_cap = 1 << 12;
+        s->ctoks_cap = 1 << 10;
         s->ckeys = bd_malloc(s->ckeys_cap);
         s->ctoks = bd_mallocn(s->ctoks_cap, sizeof *s->ctoks);
         if (!s->cache || !s->ckeys || !s->ctoks) {
@@ -292,8 +301,8 @@ static braid_status bpe_word(tok_bpe_session *s, const uint8_t *w, size_t n, tok
 static braid_status cached_word(tok_bpe_session *s, const uint8_t *w, size_t n, tok_out *out) {
     if (!s->cache || n > CACHE_MAX_WORD) return bpe_word(s, w, n, out);
     uint64_t h = bd_hash64(w, n, 7);
-    uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
-    for (;; i = (i + 1) & (CACHE_SLOTS - 1)) {
+    uint32_t i = (uint32_t)h & s->cache_mask;
+    for (;; i = (i + 1) & s->cache_mask) {
         cache_slot *c = &s->cache[i];
         if (!c->key_len) break;
         if (c->hash == h && c->key_len == n && !memcmp(s->ckeys + c->key_off, w, n)) {
@@ -302,10 +311,11 @@ static braid_status cached_word(tok_bpe_session *s, const uint8_t *w, size_t n, 
         }
     }
     /* Not cached: tokenize into a private sink, then copy out and remember. */
-    if (s->c_used * 2 >= CACHE_SLOTS || s->ckeys_len + n > CACHE_ARENA_MAX || s->ctoks_len + n + 8 > CACHE_ARENA_MAX) {
-        memset(s->cache, 0, CACHE_SLOTS * sizeof *s->cache);
+    if (s->c_used * 2 >= (size_t)s->cache_mask + 1 || s->ckeys_len + n > CACHE_ARENA_MAX ||
+        s->ctoks_len + n + 8 > CACHE_ARENA_MAX) {
+        memset(s->cache, 0, ((size_t)s->cache_mask + 1) * sizeof *s->cache);
         s->c_used = s->ckeys_len = s->ctoks_len = 0;
-        i = (uint32_t)h & (CACHE_SLOTS - 1);
+        i = (uint32_t)h & s->cache_mask;
     }
     /* A word gives at most 3 ids per byte (byte fallback of a 2-byte GPT-2 character is 2 ids). */
     size_t need = s->ctoks_len + 3 * n + 8;
@@ -322,7 +332,7 @@ static braid_status cached_word(tok_bpe_session *s, const uint8_t *w, size_t n, 
     BD_TRY(bpe_word(s, w, n, &tmp));
     if (tmp.n > tmp.cap) return bd_error(BRAID_E_INVALID, "tokenizer: internal error (word cache overflow)");
     for (size_t k = 0; k < tmp.n; k++) tok_out_push(out, tmp.buf[k]);
-    while (s->cache[i].key_len) i = (i + 1) & (CACHE_SLOTS - 1);
+    while (s->cache[i].key_len) i = (i + 1) & s->cache_mask;
     cache_slot *c = &s->cache[i];
     memcpy(s->ckeys + s->ckeys_len, w, n);
     c->hash = h;
@@ -361,7 +371,14 @@ static braid_status bpe_block(tok_bpe_session *s, const uint8_t *text, size_t le
         size_t nb = 0;
         for (size_t c = at; c < at + wl; c++) nb += tok_utf8_encode(s->cp[c], s->word + nb);
         at += wl;
-        BD_TRY(cached_word(s, s->word, nb, out));
+        /* A word longer than BPE_MAX_WORD (a run of millions of letters or spaces) is merged in pieces to bound
+         * memory; llama.cpp merges it whole, so this is the one input where the two may differ. */
+        for (size_t a = 0; a < nb;) {
+            size_t b = nb - a > BPE_MAX_WORD ? a + BPE_MAX_WORD : nb;
+            while (b < nb && (s->word[b] & 0xC0) == 0x80) b++;
+            BD_TRY(cached_word(s, s->word + a, b - a, out));
+            a = b;
+        }
     }
     return BRAID_OK;
 }

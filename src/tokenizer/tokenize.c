@@ -33,8 +33,17 @@ static braid_status partition(const tok_vocab *v, const uint8_t *text, size_t le
     *out = NULL;
     *n_out = 0;
     if (!v->n_special || !len) return BRAID_OK;
+    /* Prefilter: a token can only occur if each pair of adjacent bytes in it occurs in the text. One pass
+     * over the text sets a 64 Kibit pair map; most special tokens are then skipped without a search. */
     uint8_t present[256] = {0};
-    for (size_t i = 0; i < len; i++) present[text[i]] = 1;
+    uint64_t *pairs = bd_calloc(65536 / 64, sizeof *pairs);
+    if (!pairs) return bd_error(BRAID_E_NOMEM, "tokenizer: out of memory");
+    present[text[0]] = 1;
+    for (size_t i = 1; i < len; i++) {
+        unsigned k = (unsigned)text[i - 1] << 8 | text[i];
+        pairs[k >> 6] |= 1ull << (k & 63);
+        present[text[i]] = 1;
+    }
     uint8_t *consumed = NULL;
     match *m = NULL;
     size_t n = 0, cap = 0;
@@ -46,6 +55,12 @@ static braid_status partition(const tok_vocab *v, const uint8_t *text, size_t le
         size_t tl;
         const uint8_t *t = (const uint8_t *)tok_str(&v->strs, id, &tl);
         if (tl == 0 || tl > len || !present[t[0]]) continue;
+        int possible = 1;
+        for (size_t i = 1; i < tl && possible; i++) {
+            unsigned pk = (unsigned)t[i - 1] << 8 | t[i];
+            possible = (pairs[pk >> 6] >> (pk & 63)) & 1;
+        }
+        if (!possible) continue;
         size_t from = 0;
         while (from + tl <= len) {
             const uint8_t *hit = memmem(text + from, len - from, t, tl);
@@ -82,6 +97,7 @@ static braid_status partition(const tok_vocab *v, const uint8_t *text, size_t le
         }
     }
     bd_free(consumed);
+    bd_free(pairs);
     if (st != BRAID_OK) {
         bd_free(m);
         return st;
@@ -105,7 +121,7 @@ braid_status tok_tokenize(const tok_vocab *v, const char *text_, size_t len, int
     braid_status st = BRAID_OK;
     tok_bpe_session *bs = NULL;
     if (v->type == TOK_TYPE_BPE) st = tok_bpe_session_new(v, len, &bs);
-    if (st == BRAID_OK && add_special && v->add_bos) {
+    if (st == BRAID_OK && add_special && (v->add_bos || v->type == TOK_TYPE_WPM)) {
         if (v->bos < 0) st = bd_error(BRAID_E_FORMAT, "tokenizer: the vocabulary asks for BOS but has none");
         else tok_out_push(&out, v->bos);
     }
@@ -116,6 +132,8 @@ braid_status tok_tokenize(const tok_vocab *v, const char *text_, size_t len, int
         if (end > at) {
             if (v->type == TOK_TYPE_SPM)
                 st = tok_spm_fragment(v, text + at, end - at, v->add_space_prefix && prev_special, &out);
+            else if (v->type == TOK_TYPE_WPM)
+                st = tok_wpm_fragment(v, text + at, end - at, &out);
             else
                 st = tok_bpe_fragment(bs, text + at, end - at, &out);
             prev_special = 0;
@@ -126,7 +144,10 @@ braid_status tok_tokenize(const tok_vocab *v, const char *text_, size_t len, int
             at = m[k].hi;
         }
     }
-    if (st == BRAID_OK && add_special && v->add_eos) {
+    if (st == BRAID_OK && add_special && v->type == TOK_TYPE_WPM) { /* BERT: [CLS] ... [SEP] */
+        if (v->sep < 0) st = bd_error(BRAID_E_FORMAT, "tokenizer: the vocabulary has no separator token");
+        else tok_out_push(&out, v->sep);
+    } else if (st == BRAID_OK && add_special && v->add_eos) {
         if (v->eos < 0) st = bd_error(BRAID_E_FORMAT, "tokenizer: the vocabulary asks for EOS but has none");
         else tok_out_push(&out, v->eos);
     }

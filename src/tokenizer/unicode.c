@@ -122,3 +122,13 @@ int tok_cp_to_byte(uint32_t cp) {
     }
     return -1;
 }
+
+uint32_t tok_uc_map_get(const tok_uc_map *m, unsigned n, uint32_t cp) {
+    unsigned lo = 0, hi = n;
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (m[mid].from < cp) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && m[lo].from == cp ? m[lo].to : cp;
+}

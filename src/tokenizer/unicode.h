@@ -33,6 +33,17 @@ typedef struct tok_uc_range {
 extern const tok_uc_range tok_uc_ranges[];
 extern const unsigned tok_uc_n_ranges;
 
+/* Codepoint -> codepoint maps, sorted by from (WordPiece normalization). */
+typedef struct tok_uc_map {
+    uint32_t from, to;
+} tok_uc_map;
+extern const tok_uc_map tok_uc_lower[];     /* simple lowercase mapping */
+extern const unsigned tok_uc_n_lower;
+extern const tok_uc_map tok_uc_nfd_first[]; /* first codepoint of the canonical decomposition */
+extern const unsigned tok_uc_n_nfd_first;
+/* Looks cp up in a map; cp itself when absent. */
+uint32_t tok_uc_map_get(const tok_uc_map *m, unsigned n, uint32_t cp);
+
 /* Two-level lookup table built once (thread-safe) from tok_uc_ranges. */
 extern const uint16_t *tok_uc_stage1_; /* [0x1100] block index per 256 codepoints */
 extern const uint8_t *tok_uc_stage2_; /* [n_blocks][256] classes */

@@ -171,7 +171,7 @@ static braid_status piece_of(const tok_vocab *v, int32_t id, char **arena, size_
         memcpy(o, t, tl);
         k = tl;
     } else if (a & TOK_ATTR_NORMAL) {
-        if (v->type == TOK_TYPE_SPM || v->escape_whitespaces) {
+        if (v->type == TOK_TYPE_SPM || v->type == TOK_TYPE_WPM || v->escape_whitespaces) {
             for (size_t i = 0; i < tl;) {
                 if (i + 3 <= tl && !memcmp(t + i, "\xE2\x96\x81", 3)) {
                     o[k++] = ' ';
@@ -470,6 +470,20 @@ static braid_status load(tok_vocab *v, const gguf_file *f) {
         v->gemma4_nl = regex && regex[0] && !strcmp(regex[0], "[^\\n]+|[\\n]+") && !regex[1] &&
                        (!strcmp(v->pre_name, "gemma4") || !strcmp(v->pre_name, "granite-embed-multi-311m"));
         if (pre_flags & TOK_PRE_NO_BOS) v->bos = -1;
+    } else if (str_eq(model, "bert")) {
+        v->type = TOK_TYPE_WPM;
+        v->bos = 101;
+        v->unk = 100;
+        v->sep = 102;
+        v->pad = 0;
+        v->mask = 103;
+        v->add_sep = 1;
+        v->add_bos = 1;
+        v->clean_spaces = 1;
+        v->wpm_lowercase = 1;
+        BD_TRY(gguf_get_bool(f, "tokenizer.ggml.normalizer.lowercase", 0, &v->wpm_lowercase));
+        v->wpm_strip_accents = v->wpm_lowercase;
+        BD_TRY(gguf_get_bool(f, "tokenizer.ggml.normalizer.strip_accents", 0, &v->wpm_strip_accents));
     } else {
         char m[64];
         str_copy(m, sizeof m, model);
@@ -500,6 +514,8 @@ static braid_status load(tok_vocab *v, const gguf_file *f) {
         } else {
             BD_TRY(tok_strtab_append(&v->strs, tokens[i].str.ptr, (size_t)tokens[i].str.len, &id));
         }
+        size_t tlen = (size_t)(v->strs.off[id + 1] - v->strs.off[id]);
+        if (tlen > v->max_token_len) v->max_token_len = tlen;
         if (scores) v->score[i] = scores->arr.type == GGUF_TYPE_FLOAT32 ? arr_f32(scores, i) : (float)arr_i32(scores, i);
         uint32_t a = TOK_ATTR_NORMAL;
         if (types) {
@@ -533,7 +549,7 @@ static braid_status load(tok_vocab *v, const gguf_file *f) {
             v->byte_sid[b] = tok_strtab_find(&v->strs, (const char *)enc, ne);
         }
         BD_TRY(tok_pretok_new(regex, &v->pretok));
-    } else {
+    } else if (v->type == TOK_TYPE_SPM) {
         BD_TRY(tok_spm_prepare(v));
     }
 
@@ -572,6 +588,8 @@ static braid_status load(tok_vocab *v, const gguf_file *f) {
     /* The newline token: SPM's byte token for '\n', else the first id of "\n". */
     if (v->type == TOK_TYPE_SPM) {
         v->nl = v->byte_tok['\n'] >= 0 ? v->byte_tok['\n'] : v->pad;
+    } else if (v->type == TOK_TYPE_WPM) {
+        v->nl = v->pad;
     } else {
         int32_t ids[8];
         size_t k = 0;

@@ -3,8 +3,9 @@
  *
  * Supported tokenizer.ggml.model values: "gpt2" (byte-level BPE with merges; pre-tokenizer chosen by
  * tokenizer.ggml.pre), "gemma4" (BPE over raw UTF-8 with spaces written as U+2581), "llama" (SentencePiece
- * BPE with scores and byte fallback) and "none"/"no_vocab" (a dummy vocabulary of <arch>.vocab_size ids that
- * cannot tokenize). Others ("bert", "t5", "rwkv", "plamo2", ...) give BRAID_E_UNSUPPORTED.
+ * BPE with scores and byte fallback), "bert" (WordPiece) and "none"/"no_vocab" (a dummy vocabulary of
+ * <arch>.vocab_size ids that cannot tokenize). Others ("t5" Unigram, "rwkv", "plamo2", ...) give
+ * BRAID_E_UNSUPPORTED.
  *
  * A tok_vocab is immutable after tok_vocab_load and may be used from several threads at once. It copies
  * what it needs, so the gguf_file may be closed afterwards. */

@@ -13,6 +13,7 @@ typedef enum tok_type {
     TOK_TYPE_NONE = 0, /* dummy vocabulary: ids only */
     TOK_TYPE_SPM,      /* "llama" */
     TOK_TYPE_BPE,      /* "gpt2", "gemma4" */
+    TOK_TYPE_WPM,      /* "bert" (WordPiece) */
 } tok_type;
 
 /* Strings known to the BPE merger: every token text (string id = token id) and, after them, the merge
@@ -47,6 +48,8 @@ struct tok_vocab {
     /* tokenizer flags, llama.cpp's defaults per type and pre-tokenizer, overridden by the file */
     int add_space_prefix, add_bos, add_eos, add_sep, ignore_merges, clean_spaces, escape_whitespaces;
     int byte_encode; /* BPE over GPT-2 byte-mapped text (1) or raw UTF-8 (0) */
+    int wpm_lowercase, wpm_strip_accents; /* WordPiece normalizer */
+    size_t max_token_len;                 /* longest token text in bytes */
 
     int32_t bos, eos, eot, eom, unk, sep, pad, mask, nl;
     int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
@@ -129,5 +132,8 @@ BRAID_NODISCARD braid_status tok_bpe_fragment(tok_bpe_session *s, const uint8_t 
 BRAID_NODISCARD braid_status tok_spm_fragment(const tok_vocab *v, const uint8_t *text, size_t len, int prefix_space,
                                               tok_out *out);
 BRAID_NODISCARD braid_status tok_spm_prepare(tok_vocab *v);
+
+/* WordPiece (wpm.c): tokenizes one fragment. */
+BRAID_NODISCARD braid_status tok_wpm_fragment(const tok_vocab *v, const uint8_t *text, size_t len, tok_out *out);
 
 #endif

@@ -3,8 +3,14 @@
  * parse_special = 0 as llama.cpp's tests/test-tokenizer-0.cpp does. Also: decoding the ids gives back the
  * input (where llama.cpp's decoder is lossless: no clean-up of spaces, valid UTF-8 input), the vocabularies
  * whose tokenizer type braid does not implement are refused with BRAID_E_UNSUPPORTED, and bad input
- * (invalid UTF-8, NUL bytes, a too small output buffer) gives a clear result. */
+ * (invalid UTF-8, NUL bytes, a too small output buffer) gives a clear result.
+ *
+ * `unit_tokenizer_vocabs --long` (CTest unit_tokenizer_vocabs_long, label long) instead tokenizes 100 MB
+ * inputs (text, one repeated letter, spaces, random bytes with NULs) with a BPE and an SPM vocabulary,
+ * counting ids without storing them, and checks that each succeeds with the peak resident memory bounded. */
 #include <dirent.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +38,8 @@ static char *read_file(const char *path, size_t *len) {
     return b;
 }
 
-/* Vocabularies whose tokenizer type braid does not implement (WordPiece "bert", Unigram "t5"). */
-static int expected_unsupported(const char *name) {
-    return !strcmp(name, "ggml-vocab-bert-bge.gguf") || !strcmp(name, "ggml-vocab-nomic-bert-moe.gguf");
-}
+/* Vocabularies whose tokenizer type braid does not implement (Unigram "t5"). */
+static int expected_unsupported(const char *name) { return !strcmp(name, "ggml-vocab-nomic-bert-moe.gguf"); }
 
 static int valid_utf8(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
@@ -140,10 +144,61 @@ static void bad_input(const tok_vocab *v, const char *name) {
     CHECK(n == 0, "%s: empty text, no tokens", name);
 }
 
-int main(void) {
+static long peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+}
+
+/* 100 MB inputs on one vocabulary: ids are counted (cap 0), not stored. */
+static void long_inputs(const char *dir, const char *name) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    tok_vocab *v = NULL;
+    CHECK_STATUS(tok_vocab_load_file(path, &v), BRAID_OK);
+    if (!v) return;
+    const size_t n = 100u << 20;
+    char *t = malloc(n);
+    snprintf(path, sizeof path, "%s/%s.inp", dir, name);
+    size_t il = 0;
+    char *inp = read_file(path, &il);
+    for (int kind = 0; kind < 4 && t; kind++) {
+        static const char *const kinds[] = {"text", "one letter", "spaces", "random bytes"};
+        uint64_t r = 42;
+        for (size_t i = 0; i < n; i++) {
+            switch (kind) {
+            case 0: t[i] = inp && il ? inp[i % il] : "lorem ipsum "[i % 12]; break;
+            case 1: t[i] = 'a'; break;
+            case 2: t[i] = ' '; break;
+            default: r ^= r << 13, r ^= r >> 7, r ^= r << 17; t[i] = (char)(r >> 24); break;
+            }
+        }
+        size_t count = 0;
+        clock_t c0 = clock();
+        braid_status st = tok_tokenize(v, t, n, 1, 1, NULL, 0, &count);
+        double sec = (double)(clock() - c0) / CLOCKS_PER_SEC;
+        long rss = peak_rss_mb();
+        printf("  %-28s 100 MB %-13s %s, %zu ids, %.1f s, peak RSS %ld MB\n", name, kinds[kind],
+               braid_status_name(st), count, sec, rss);
+        CHECK(st == BRAID_E_RANGE && count > 0, "%s: 100 MB of %s: %s (%s)", name, kinds[kind], braid_status_name(st),
+              braid_last_error());
+        /* input 100 MB + working memory: a few bytes per input byte at most */
+        CHECK(rss < 1800, "%s: peak RSS %ld MB after 100 MB of %s", name, rss, kinds[kind]);
+    }
+    free(inp);
+    free(t);
+    tok_vocab_free(v);
+}
+
+int main(int argc, char **argv) {
     char fallback[512], dir[1024];
     snprintf(fallback, sizeof fallback, "%s/.cache/braid/oracle/3.22.1", test_env("HOME", "/root"));
     snprintf(dir, sizeof dir, "%s/src/models", test_env("BRAID_ORACLE_DIR", fallback));
+    if (argc > 1 && !strcmp(argv[1], "--long")) {
+        long_inputs(dir, "ggml-vocab-qwen35.gguf");
+        long_inputs(dir, "ggml-vocab-llama-spm.gguf");
+        TEST_MAIN_END();
+    }
     DIR *d = opendir(dir);
     CHECK(d != NULL, "oracle vocabularies in %s (run scripts/fetch-oracle.sh)", dir);
     if (!d) TEST_MAIN_END();
@@ -196,6 +251,6 @@ int main(void) {
         free(names[i]);
     }
     printf("%d vocabularies with cases: %d / %d cases pass\n", n_vocabs, total_pass, total_cases);
-    CHECK(n_vocabs >= 14, "at least 14 vocabularies with cases were run (%d)", n_vocabs);
+    CHECK(n_vocabs >= 15, "at least 15 vocabularies with cases were run (%d)", n_vocabs);
     TEST_MAIN_END();
 }
