@@ -27,59 +27,34 @@ AVX2 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((co
 
 /* ---- float dots: 4 independent 8-wide FMA chains (the FMA latency is 4 cycles) ---- */
 
-AVX2 static void dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
-    const float *x = vx, *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+/* The three float dots differ only in how 8 elements become fp32 (LOAD8) and how one tail element does (TO_F32).
+ * A macro rather than a shared function taking a loader, so that each loop is compiled with its load inline. */
+#define AVX2_FLOAT_DOT(name, T, LOAD8, TO_F32)                                                                      \
+    AVX2 static void name(int64_t n, float *s, const void *vx, const void *vy) {                                   \
+        const T *x = vx, *y = vy;                                                                                  \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                \
+        int64_t i = 0;                                                                                             \
+        for (; i + 32 <= n; i += 32) {                                                                             \
+            a0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), a0);                                                  \
+            a1 = _mm256_fmadd_ps(LOAD8(x + i + 8), LOAD8(y + i + 8), a1);                                          \
+            a2 = _mm256_fmadd_ps(LOAD8(x + i + 16), LOAD8(y + i + 16), a2);                                        \
+            a3 = _mm256_fmadd_ps(LOAD8(x + i + 24), LOAD8(y + i + 24), a3);                                        \
+        }                                                                                                          \
+        for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), a0);                           \
+        float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));                          \
+        for (; i < n; i++) sum += TO_F32(x[i]) * TO_F32(y[i]);                                                     \
+        *s = sum;                                                                                                  \
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) sum += x[i] * y[i];
-    *s = sum;
-}
 
+AVX2 static inline float f32_id(float v) { return v; }
 AVX2 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-
-AVX2 static void dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
-    const uint16_t *x = vx, *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
-        a1 = _mm256_fmadd_ps(load_f16(x + i + 8), load_f16(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load_f16(x + i + 16), load_f16(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load_f16(x + i + 24), load_f16(y + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) sum += h2f(x[i]) * h2f(y[i]);
-    *s = sum;
-}
-
 AVX2 static inline __m256 load_bf16(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-AVX2 static void dot_bf16(int64_t n, float *s, const void *vx, const void *vy) {
-    const uint16_t *x = vx, *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), a0);
-        a1 = _mm256_fmadd_ps(load_bf16(x + i + 8), load_bf16(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load_bf16(x + i + 16), load_bf16(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load_bf16(x + i + 24), load_bf16(y + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) sum += bd_bf16_to_fp32(x[i]) * bd_bf16_to_fp32(y[i]);
-    *s = sum;
-}
+AVX2_FLOAT_DOT(dot_f32, float, _mm256_loadu_ps, f32_id)
+AVX2_FLOAT_DOT(dot_f16, uint16_t, load_f16, h2f)
+AVX2_FLOAT_DOT(dot_bf16, uint16_t, load_bf16, bd_bf16_to_fp32)
 
 /* F16 activations with the F16C instruction (round to nearest even, as ggml's CPU backend does). */
 AVX2 static void to_fp16_act(const float *x, void *dst, int64_t k) {
