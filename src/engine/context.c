@@ -58,6 +58,7 @@ braid_status braid_context_new(const braid_model *model, const braid_context_par
     braid_context_params p = params ? *params : braid_context_default_params();
     if (p.n_batch == 0 || p.n_batch > 65536) return bd_error(BRAID_E_INVALID, "n_batch %u out of range", p.n_batch);
     const bd_mem_layout *ly = &model->layout;
+    if (ly->n_attn > 64) return bd_error(BRAID_E_UNSUPPORTED, "more than 64 attention layers");
 
     /* the memory */
     uint32_t *nk = bd_calloc((size_t)ly->n_attn + 1, sizeof *nk), *nv = bd_calloc((size_t)ly->n_attn + 1, sizeof *nv);
@@ -255,7 +256,6 @@ braid_status braid_decode(braid_context *ctx, const braid_batch *batch) {
             if (batch->token[i] < 0 || batch->token[i] >= V)
                 return bd_error(BRAID_E_RANGE, "braid_decode: row %d: token %d out of range 0..%d", i,
                                 batch->token[i], V - 1);
-    if (model->layout.n_attn > 64) return bd_error(BRAID_E_UNSUPPORTED, "more than 64 attention layers");
     /* output rows and the row maps, before the transaction */
     if (n > ctx->cap_rows) {
         int32_t *a = bd_realloc(ctx->out_of_row, (size_t)n * sizeof *a);

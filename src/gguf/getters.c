@@ -47,63 +47,70 @@ static braid_status int_in_range(const char *key, const gguf_value *v, int64_t l
     return wrong_type(key, want, v->type);
 }
 
-braid_status gguf_get_u32(const gguf_file *f, const char *key, int required, uint32_t *out) {
+/* The integer getters' common part: looks key up and range-checks it. *found = 0 (and BRAID_OK) if absent and
+ * optional, in which case *si and *ui are left alone. */
+static braid_status lookup_int(const gguf_file *f, const char *key, int required, int64_t lo, uint64_t hi,
+                               const char *want, int64_t *si, uint64_t *ui, int *found) {
     const gguf_value *v = NULL;
     BD_TRY(lookup(f, key, required, &v));
-    if (!v) return BRAID_OK;
+    *found = v != NULL;
+    return v ? int_in_range(key, v, lo, hi, want, si, ui) : BRAID_OK;
+}
+
+/* The other scalar getters' common part: looks key up and requires type a or b (pass the same type twice for
+ * one). *v = NULL if absent and optional. */
+static braid_status lookup_typed(const gguf_file *f, const char *key, int required, gguf_vtype a, gguf_vtype b,
+                                 const char *want, const gguf_value **v) {
+    BD_TRY(lookup(f, key, required, v));
+    if (*v && (*v)->type != a && (*v)->type != b) return wrong_type(key, want, (*v)->type);
+    return BRAID_OK;
+}
+
+braid_status gguf_get_u32(const gguf_file *f, const char *key, int required, uint32_t *out) {
     int64_t si = 0;
     uint64_t ui = 0;
-    BD_TRY(int_in_range(key, v, 0, UINT32_MAX, "u32", &si, &ui));
-    *out = (uint32_t)ui;
+    int found;
+    BD_TRY(lookup_int(f, key, required, 0, UINT32_MAX, "u32", &si, &ui, &found));
+    if (found) *out = (uint32_t)ui;
     return BRAID_OK;
 }
 
 braid_status gguf_get_i32(const gguf_file *f, const char *key, int required, int32_t *out) {
-    const gguf_value *v = NULL;
-    BD_TRY(lookup(f, key, required, &v));
-    if (!v) return BRAID_OK;
     int64_t si = 0;
     uint64_t ui = 0;
-    BD_TRY(int_in_range(key, v, INT32_MIN, INT32_MAX, "i32", &si, &ui));
-    *out = (int32_t)si;
+    int found;
+    BD_TRY(lookup_int(f, key, required, INT32_MIN, INT32_MAX, "i32", &si, &ui, &found));
+    if (found) *out = (int32_t)si;
     return BRAID_OK;
 }
 
 braid_status gguf_get_u64(const gguf_file *f, const char *key, int required, uint64_t *out) {
-    const gguf_value *v = NULL;
-    BD_TRY(lookup(f, key, required, &v));
-    if (!v) return BRAID_OK;
     int64_t si = 0;
     uint64_t ui = 0;
-    BD_TRY(int_in_range(key, v, 0, UINT64_MAX, "u64", &si, &ui));
-    *out = ui;
+    int found;
+    BD_TRY(lookup_int(f, key, required, 0, UINT64_MAX, "u64", &si, &ui, &found));
+    if (found) *out = ui;
     return BRAID_OK;
 }
 
 braid_status gguf_get_f32(const gguf_file *f, const char *key, int required, float *out) {
     const gguf_value *v = NULL;
-    BD_TRY(lookup(f, key, required, &v));
-    if (!v) return BRAID_OK;
-    if (v->type != GGUF_TYPE_FLOAT32 && v->type != GGUF_TYPE_FLOAT64) return wrong_type(key, "f32", v->type);
-    *out = (float)v->f64;
+    BD_TRY(lookup_typed(f, key, required, GGUF_TYPE_FLOAT32, GGUF_TYPE_FLOAT64, "f32", &v));
+    if (v) *out = (float)v->f64;
     return BRAID_OK;
 }
 
 braid_status gguf_get_bool(const gguf_file *f, const char *key, int required, int *out) {
     const gguf_value *v = NULL;
-    BD_TRY(lookup(f, key, required, &v));
-    if (!v) return BRAID_OK;
-    if (v->type != GGUF_TYPE_BOOL) return wrong_type(key, "bool", v->type);
-    *out = v->b;
+    BD_TRY(lookup_typed(f, key, required, GGUF_TYPE_BOOL, GGUF_TYPE_BOOL, "bool", &v));
+    if (v) *out = v->b;
     return BRAID_OK;
 }
 
 braid_status gguf_get_str(const gguf_file *f, const char *key, int required, gguf_str *out) {
     const gguf_value *v = NULL;
-    BD_TRY(lookup(f, key, required, &v));
-    if (!v) return BRAID_OK;
-    if (v->type != GGUF_TYPE_STRING) return wrong_type(key, "string", v->type);
-    *out = v->str;
+    BD_TRY(lookup_typed(f, key, required, GGUF_TYPE_STRING, GGUF_TYPE_STRING, "string", &v));
+    if (v) *out = v->str;
     return BRAID_OK;
 }
 

@@ -341,6 +341,23 @@ static braid_status copy_name(gguf_file *f, const gguf_str *s, size_t at, const 
 
 /* ---- parsing ----------------------------------------------------------------------------------------------- */
 
+/* Reads entry i's name at r, copies it into the file (*out) and enters it in ix, whose records (stride bytes
+ * each, the name first) are the key or tensor table. what names the string in messages ("key", "tensor name"),
+ * entry names the record ("key", "tensor"). A name already entered is a format error naming the first one. */
+static braid_status read_unique_name(gguf_file *f, rd *r, name_index *ix, const void *records, size_t stride,
+                                     size_t i, const char *what, const char *entry, const char **out) {
+    size_t at = r->pos;
+    gguf_str s = {0}; /* rd_str fills it on success; the initializer keeps gcc's inlined flow analysis quiet */
+    BD_TRY(rd_str(r, &s, what));
+    BD_TRY(copy_name(f, &s, at, what, out));
+    size_t found, slot = index_probe(ix, records, stride, *out, (size_t)s.len, &found);
+    if (found)
+        return bd_error(BRAID_E_FORMAT, "gguf: duplicate %s '%s' at offset %zu (first as %s %zu)", what, *out, at,
+                        entry, found - 1);
+    ix->slots[slot] = i + 1;
+    return BRAID_OK;
+}
+
 /* The tables grow with what is actually parsed, not with the counts the header claims, so a lying header
  * cannot make the reader allocate before the bytes that back the entries have been seen. */
 static braid_status parse_kvs(gguf_file *f, rd *r, size_t n_kv) {
@@ -351,15 +368,7 @@ static braid_status parse_kvs(gguf_file *f, rd *r, size_t n_kv) {
         gguf_kv *kv = &f->kv[i];
         memset(kv, 0, sizeof *kv);
         f->n_kv = i + 1;
-        size_t at = r->pos;
-        gguf_str key;
-        BD_TRY(rd_str(r, &key, "key"));
-        BD_TRY(copy_name(f, &key, at, "key", &kv->key));
-        size_t found, slot = index_probe(&f->kv_index, f->kv, sizeof *f->kv, kv->key, (size_t)key.len, &found);
-        if (found)
-            return bd_error(BRAID_E_FORMAT, "gguf: duplicate key '%s' at offset %zu (first as key %zu)", kv->key, at,
-                            found - 1);
-        f->kv_index.slots[slot] = i + 1;
+        BD_TRY(read_unique_name(f, r, &f->kv_index, f->kv, sizeof *f->kv, i, "key", "key", &kv->key));
         gguf_vtype t = GGUF_TYPE_UINT8;
         BD_TRY(rd_vtype(r, kv->key, &t, "value type"));
         if (!strcmp(kv->key, "general.alignment")) f->alignment_at = r->pos;
@@ -389,15 +398,8 @@ static braid_status parse_tensor_info(gguf_file *f, rd *r, size_t i, size_t n_te
     gguf_tensor *t = &f->tensors[i];
     memset(t, 0, sizeof *t);
     f->n_tensors = i + 1;
-    size_t at = r->pos;
-    gguf_str name;
-    BD_TRY(rd_str(r, &name, "tensor name"));
-    BD_TRY(copy_name(f, &name, at, "tensor name", &t->name));
-    size_t found, slot = index_probe(&f->t_index, f->tensors, sizeof *f->tensors, t->name, (size_t)name.len, &found);
-    if (found)
-        return bd_error(BRAID_E_FORMAT, "gguf: duplicate tensor name '%s' at offset %zu (first as tensor %zu)",
-                        t->name, at, found - 1);
-    f->t_index.slots[slot] = i + 1;
+    BD_TRY(read_unique_name(f, r, &f->t_index, f->tensors, sizeof *f->tensors, i, "tensor name", "tensor",
+                            &t->name));
 
     size_t dims_at = r->pos;
     BD_TRY(rd_u32(r, &t->n_dims, "tensor n_dims"));

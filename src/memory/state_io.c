@@ -243,11 +243,17 @@ static void write_all(const mem *m, int32_t s, uint64_t fp, const char *desc, co
     sec_end(o);
 }
 
-braid_status mem_state_save(const mem *m, int32_t s, uint64_t fingerprint, const char *desc, mem_writer *w) {
+/* The argument checks both save entry points make; a NULL *desc becomes "". */
+static braid_status check_save_args(const mem *m, int32_t s, const char **desc) {
     if (m->pending) return bd_error(BRAID_E_INVALID, "state: save while a batch is pending");
     if (s != -1 && !mem_seq_ok(m, s)) return bd_error(BRAID_E_RANGE, "state: sequence %d not in 0..%u", s, m->p.n_seq_max - 1);
-    if (!desc) desc = "";
-    if (strlen(desc) > DESC_MAX) return bd_error(BRAID_E_INVALID, "state: description longer than %u bytes", DESC_MAX);
+    if (!*desc) *desc = "";
+    if (strlen(*desc) > DESC_MAX) return bd_error(BRAID_E_INVALID, "state: description longer than %u bytes", DESC_MAX);
+    return BRAID_OK;
+}
+
+braid_status mem_state_save(const mem *m, int32_t s, uint64_t fingerprint, const char *desc, mem_writer *w) {
+    BD_TRY(check_save_args(m, s, &desc));
     save_plan sp;
     braid_status st = make_plan(m, s, &sp);
     if (st == BRAID_OK) {
@@ -276,10 +282,7 @@ braid_status mem_state_save_alloc(const mem *m, int32_t s, uint64_t fingerprint,
                                   size_t *size) {
     *data = NULL;
     *size = 0;
-    if (m->pending) return bd_error(BRAID_E_INVALID, "state: save while a batch is pending");
-    if (s != -1 && !mem_seq_ok(m, s)) return bd_error(BRAID_E_RANGE, "state: sequence %d not in 0..%u", s, m->p.n_seq_max - 1);
-    if (!desc) desc = "";
-    if (strlen(desc) > DESC_MAX) return bd_error(BRAID_E_INVALID, "state: description longer than %u bytes", DESC_MAX);
+    BD_TRY(check_save_args(m, s, &desc));
     save_plan sp;
     braid_status st = make_plan(m, s, &sp);
     st_out o = {.counting = 1, .err = BRAID_OK};

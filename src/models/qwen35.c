@@ -194,7 +194,8 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
     if (hp->d_inner != hp->S * hp->H_v)
         return bd_error(BRAID_E_FORMAT, "qwen35: ssm.inner_size %u != ssm.state_size %u * ssm.time_step_rank %u",
                         hp->d_inner, hp->S, hp->H_v);
-    if (hp->d_conv < 1 || hp->d_conv > 64) return bd_error(BRAID_E_FORMAT, "qwen35: bad ssm.conv_kernel %u", hp->d_conv);
+    if (hp->d_conv < 1 || hp->d_conv > 16) /* bd_conv1d_causal's limit; real models use 4 */
+        return bd_error(BRAID_E_UNSUPPORTED, "qwen35: ssm.conv_kernel %u is not in 1..16", hp->d_conv);
     hp->key_dim = hp->S * hp->H_k;
     hp->value_dim = hp->S * hp->H_v;
     hp->conv_dim = 2 * hp->key_dim + hp->value_dim;
@@ -334,13 +335,13 @@ typedef struct qw_scratch {
     float *ff_g;   /* [T][n_ff] */
     float *ff_u;   /* [T][n_ff] */
     float *f;      /* [T][n_embd] FFN output */
-    float *krow;   /* [hd] a K or V row converted from F16 */
-    float *delta;  /* [threads][S] delta-rule correction of one head */
+    float *delta;  /* [threads][S] per-thread temporary (silu(z) of one head) */
     float *rope;   /* [T][n_rot/2][2] cos, sin per row */
     float *y;      /* [T][conv_dim] conv output (GDN q ‖ k ‖ v) */
+    const int32_t **vis; /* [T] the visible cells of each row (its sequence's cell list) */
     void *wbuf;    /* matmul activation conversion */
-    float *att;    /* [threads][att_stride] attention scores of one (row, head) per thread; last in the arena */
-    size_t att_stride;
+    void *att;     /* bd_attention's scratch (scores per thread), att_bytes long */
+    size_t att_bytes;
 } qw_scratch;
 
 static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
@@ -366,7 +367,6 @@ static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, in
     QW_TAKE(ff_g, (size_t)T * hp->n_ff);
     QW_TAKE(ff_u, (size_t)T * hp->n_ff);
     QW_TAKE(f, (size_t)T * hp->n_embd);
-    QW_TAKE(krow, (size_t)hp->head_dim * n_threads);
     QW_TAKE(delta, (size_t)hp->S * n_threads);
     QW_TAKE(rope, (size_t)T * hp->n_rot);
     QW_TAKE(y, (size_t)T * hp->conv_dim);
@@ -383,8 +383,13 @@ static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, in
     }
     s->wbuf = base ? base + off : NULL;
     off += (w + 63) & ~(size_t)63;
-    s->att_stride = ((size_t)n_ctx + 16 + 15) & ~(size_t)15;
-    QW_TAKE(att, s->att_stride * n_threads);
+    s->vis = base ? (const int32_t **)(void *)(base + off) : NULL;
+    off += ((size_t)T * sizeof(int32_t *) + 63) & ~(size_t)63;
+    /* A row sees at most n_ctx cells (its sequence's cells, itself included). */
+    const bd_attn shape = {.n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .head_dim = (int)hp->head_dim};
+    s->att_bytes = bd_attention_scratch_size(&shape, n_ctx, n_threads);
+    s->att = base ? base + off : NULL;
+    off += (s->att_bytes + 63) & ~(size_t)63;
 #undef QW_TAKE
     return off;
 }
@@ -442,55 +447,6 @@ static void kv_store(void *base, braid_type type, int32_t cell, int32_t n_embd, 
     }
 }
 
-/* Head j of cell's K (or V) row as floats (a pointer into memory for F32, converted into tmp for F16). */
-static const float *kv_head(const void *base, braid_type type, int32_t cell, int32_t n_embd, int32_t j, int32_t hd,
-                            float *tmp) {
-    const size_t off = (size_t)cell * n_embd + (size_t)j * hd;
-    if (type == BRAID_TYPE_F32) return (const float *)base + off;
-    const uint16_t *h = (const uint16_t *)base + off;
-    for (int32_t i = 0; i < hd; i++) tmp[i] = bd_fp16_to_fp32(h[i]);
-    return tmp;
-}
-
-/* Attention rows, split across threads by (row, head) pairs; each thread has its own score buffer. */
-typedef struct qw_attn_task {
-    const qwen35 *m;
-    const bd_fwd_batch *b;
-    const bd_fwd_memory *mem;
-    qw_scratch *s;
-    const void *kc, *vc;
-} qw_attn_task;
-
-static void qw_attn_run(void *arg, int ith, int nth) {
-    const qw_attn_task *a = arg;
-    const qw_hparams *hp = &a->m->hp;
-    const int32_t hd = (int32_t)hp->head_dim, nh = (int32_t)hp->n_head, nkv = (int32_t)hp->n_head_kv;
-    const int32_t n_kv = hd * nkv, group = nh / nkv;
-    const float scale = 1.0f / sqrtf((float)hd);
-    float *att = a->s->att + (size_t)ith * a->s->att_stride;
-    float *krow = a->s->krow + (size_t)ith * hd;
-    int64_t p0, p1;
-    bd_split((int64_t)a->b->n * nh, ith, nth, &p0, &p1);
-    for (int64_t p = p0; p < p1; p++) {
-        const int32_t t = (int32_t)(p / nh), h = (int32_t)(p % nh), j = h / group;
-        const int32_t *cells = a->mem->seq_cells[a->b->seq[t]];
-        const int32_t nvis = a->mem->n_visible[t];
-        const float *q = a->s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd;
-        const float *gate = q + hd;
-        for (int32_t i = 0; i < nvis; i++)
-            att[i] = blk_dot_f32(q, kv_head(a->kc, a->mem->kv_type, cells[i], n_kv, j, hd, krow), hd) * scale;
-        bd_softmax(att, att, nvis);
-        float *o = a->s->o + (size_t)t * hd * nh + (size_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int32_t i = 0; i < nvis; i++) {
-            const float pr = att[i];
-            const float *vr = kv_head(a->vc, a->mem->kv_type, cells[i], n_kv, j, hd, krow);
-            for (int32_t d = 0; d < hd; d++) o[d] += pr * vr[d];
-        }
-        bd_mul_sigmoid(o, o, gate, hd);
-    }
-}
-
 /* §1.6 gated full attention. u [T][n_embd] normed input -> s->o [T][hd*nh] gated heads, then W_o into out. */
 static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
                          const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
@@ -525,62 +481,24 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_t
         kv_store(vc, mem->kv_type, mem->dst_cell[t], n_kv, s->v + (size_t)t * n_kv);
     }
 
-    /* o_h = softmax(scale · q_h·K_jᵀ over the visible cells) · V_j, then gated by sigmoid(gate_h). */
-    qw_attn_task at = {m, b, mem, s, kc, vc};
-    bd_threadpool_run(T * nh < 2 ? NULL : tp, qw_attn_run, &at);
-    blk_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
-}
-
-/* One token of the delta rule on one head (§1.7 step 7), state M stored transposed: Mt[j][i] = M[i][j].
- *   M ← exp(g)·M;  δ = (v − Mᵀk)·β;  M ← M + k δᵀ;  o = Mᵀq / sqrt(S) */
-static void qw_delta_step(float *Mt, const float *q, const float *k, const float *v, float g, float beta, float *o,
-                          int32_t S, float *delta) {
-    const float decay = expf(g);
-    for (int64_t i = 0; i < (int64_t)S * S; i++) Mt[i] *= decay;
-    for (int32_t j = 0; j < S; j++) delta[j] = (v[j] - blk_dot_f32(Mt + (size_t)j * S, k, S)) * beta;
-    for (int32_t j = 0; j < S; j++) {
-        float *row = Mt + (size_t)j * S;
-        for (int32_t i = 0; i < S; i++) row[i] += k[i] * delta[j];
-    }
-    const float scale = 1.0f / sqrtf((float)S);
-    for (int32_t j = 0; j < S; j++) o[j] = blk_dot_f32(Mt + (size_t)j * S, q, S) * scale;
-}
-
-/* The delta rule over a ubatch, split across threads by value head: every head's state is independent, and
- * each thread walks the rows in order for its heads (so a sequence's tokens stay in order). */
-typedef struct qw_delta_task {
-    const qwen35 *m;
-    const qw_layer *L;
-    const bd_fwd_batch *b;
-    const bd_fwd_memory *mem;
-    const float *y;     /* [T][conv_dim] conv output: q ‖ k (L2-normed) ‖ v */
-    const float *beta;  /* [T][H_v] */
-    const float *alpha; /* [T][H_v] */
-    float *o;           /* [T][value_dim] */
-    float *delta;       /* [nth][S] */
-} qw_delta_task;
-
-static void qw_delta_run(void *arg, int ith, int nth) {
-    const qw_delta_task *a = arg;
-    const qw_hparams *hp = &a->m->hp;
-    const int32_t T = a->b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
-    const int32_t C = (int32_t)hp->conv_dim, KD = (int32_t)hp->key_dim;
-    int64_t h0, h1;
-    bd_split(Hv, ith, nth, &h0, &h1);
-    for (int32_t t = 0; t < T; t++) {
-        const size_t r = (size_t)a->L->slot * a->b->n_seq + a->b->seq[t];
-        float *Mt = a->mem->ssm_out[r]; /* [H_v][S(j)][S(i)] */
-        const float *qv = a->y + (size_t)t * C, *kv = qv + KD, *vv = qv + 2 * KD;
-        float *snap = a->mem->ssm_row ? a->mem->ssm_row[(size_t)a->L->slot * T + t] : NULL;
-        for (int64_t h = h0; h < h1; h++) {
-            const int64_t kh = h % Hk; /* tiled head broadcast (§1.7 step 6) */
-            const float bt = a->beta[(size_t)t * Hv + h];  /* already sigmoid(b) */
-            const float g = a->alpha[(size_t)t * Hv + h];  /* already softplus(a + dt_bias) · A */
-            qw_delta_step(Mt + (size_t)h * S * S, qv + kh * S, kv + kh * S, vv + h * S, g, bt,
-                          a->o + (size_t)t * hp->value_dim + h * S, S, a->delta + (size_t)ith * S);
-            if (snap) memcpy(snap + (size_t)h * S * S, Mt + (size_t)h * S * S, (size_t)S * S * sizeof(float));
+    /* o_h = softmax(scale · q_h·K_jᵀ over the visible cells) · V_j (tensor/ops.h bd_attention), then gated
+     * by sigmoid(gate_h). */
+    const size_t esz = mem->kv_type == BRAID_TYPE_F32 ? sizeof(float) : sizeof(uint16_t);
+    const bd_attn a = {.n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
+                       .kv_type = (uint32_t)mem->kv_type, .k = kc, .v = vc, .k_cell_bytes = (size_t)n_kv * esz,
+                       .v_cell_bytes = (size_t)n_kv * esz, .k_head_bytes = (size_t)hd * esz,
+                       .v_head_bytes = (size_t)hd * esz};
+    for (int32_t t = 0; t < T; t++) s->vis[t] = mem->seq_cells[b->seq[t]];
+    braid_status st = bd_attention(tp, &a, T, s->qg, 2 * hd * nh, 2 * hd, (const int32_t *const *)s->vis,
+                                   mem->n_visible, s->o, hd * nh, s->att, s->att_bytes);
+    assert(st == BRAID_OK); /* shapes validated at load, scratch sized by qw_carve */
+    (void)st;
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t h = 0; h < nh; h++) {
+            float *o = s->o + (size_t)t * hd * nh + (size_t)h * hd;
+            bd_mul_sigmoid(o, o, s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd + hd, hd);
         }
-    }
+    blk_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
 }
 
 /* §1.7 Gated DeltaNet. u [T][n_embd] normed input -> out [T][n_embd]; states of each sequence advance in
@@ -589,7 +507,7 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
                               const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
     const qw_hparams *hp = &m->hp;
     const int32_t T = b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
-    const int32_t C = (int32_t)hp->conv_dim, W = (int32_t)hp->d_conv - 1;
+    const int32_t C = (int32_t)hp->conv_dim, KD = (int32_t)hp->key_dim, W = (int32_t)hp->d_conv - 1;
     float *mixed = s->qg; /* [T][conv_dim] q ‖ k ‖ v before the conv */
     float *z = s->k;      /* [T][value_dim] */
     float *beta = s->ba, *alpha = s->ba + (size_t)T * Hv; /* [T][H_v] each */
@@ -617,35 +535,24 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         if (mem->ssm_out[r] != mem->ssm_in[r]) memcpy(mem->ssm_out[r], mem->ssm_in[r], n_ssm * sizeof(float));
     }
 
-    /* Causal depthwise conv over each sequence's window (state ‖ current input), kernel order, then SiLU;
-     * then q and k L2-normed per head. */
+    /* One run of consecutive rows of a sequence at a time: the causal depthwise conv over the sequence's
+     * window (state ‖ inputs) then SiLU (bd_conv1d_causal), q and k L2-normed per head, then the delta rule
+     * (bd_gdn). */
     const float *cw = L->conv1d.data;
-    for (int32_t t = 0; t < T; t++) {
-        const size_t r = (size_t)L->slot * b->n_seq + b->seq[t];
-        float *conv = mem->conv_out[r]; /* [conv_dim][d_conv-1], oldest first */
-        const float *xt = mixed + (size_t)t * C;
-        float *y = s->y + (size_t)t * C;
-        for (int32_t c = 0; c < C; c++) {
-            const float *w = cw + (size_t)c * (W + 1);
-            float *win = conv + (size_t)c * W;
-            float acc = 0.0f;
-            for (int32_t i = 0; i < W; i++) acc += win[i] * w[i];
-            acc += xt[c] * w[W];
-            y[c] = acc;
-            if (W > 0) {
-                memmove(win, win + 1, (size_t)(W - 1) * sizeof(float));
-                win[W - 1] = xt[c];
-            }
-        }
-        bd_silu(y, y, C);
-        for (int32_t j = 0; j < 2 * Hk; j++) bd_l2norm(y + (size_t)j * S, y + (size_t)j * S, S, hp->eps);
-        if (mem->conv_row && mem->conv_row[(size_t)L->slot * T + t])
-            memcpy(mem->conv_row[(size_t)L->slot * T + t], conv, n_conv * sizeof(float));
+    for (int32_t t0 = 0; t0 < T;) {
+        int32_t t1 = t0 + 1;
+        while (t1 < T && b->seq[t1] == b->seq[t0]) t1++;
+        const size_t r = (size_t)L->slot * b->n_seq + b->seq[t0];
+        float *y0 = s->y + (size_t)t0 * C;
+        bd_conv1d_causal(tp, y0, C, mixed + (size_t)t0 * C, C, mem->conv_out[r], cw, NULL, C, W + 1, t1 - t0, 1,
+                         mem->conv_row ? mem->conv_row + (size_t)L->slot * T + t0 : NULL);
+        for (int32_t t = t0; t < t1; t++)
+            bd_l2norm_rows(NULL, s->y + (size_t)t * C, S, s->y + (size_t)t * C, S, S, 2 * Hk, hp->eps);
+        bd_gdn(tp, t1 - t0, Hk, Hv, S, y0, C, y0 + KD, C, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
+               beta + (size_t)t0 * Hv, mem->ssm_out[r], s->o + (size_t)t0 * hp->value_dim, hp->value_dim,
+               mem->ssm_row ? mem->ssm_row + (size_t)L->slot * T + t0 : NULL);
+        t0 = t1;
     }
-
-    /* The delta rule, head-parallel. */
-    qw_delta_task dt = {m, L, b, mem, s->y, beta, alpha, s->o, s->delta};
-    bd_threadpool_run((int64_t)T * Hv * S * S < 65536 ? NULL : tp, qw_delta_run, &dt);
 
     /* Gated RMSNorm per head: normalize, weight, times silu(z). */
     for (int32_t t = 0; t < T; t++) {

@@ -15,14 +15,28 @@ static bd_dot_traits dot_table[BD_TYPE_COUNT];
 static const char *dot_level = "scalar";
 static pthread_once_t dot_once = PTHREAD_ONCE_INIT;
 
-static void dot_init(void) {
+const char *const bd_dot_level_names[BD_SIMD_AVX512 + 1] = {"scalar", "avx2", "avx512"};
+
+int bd_dot_cpu_level(void) {
     const bd_cpu_features *f = bd_cpu_get();
     const int have_avx2 = f->avx2 && f->fma && f->f16c;
     const int have_avx512 = have_avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni;
-    int level = have_avx512 ? 2 : have_avx2 ? 1 : 0;
+    return have_avx512 ? BD_SIMD_AVX512 : have_avx2 ? BD_SIMD_AVX2 : BD_SIMD_SCALAR;
+}
+
+void bd_dot_fill_level(bd_dot_traits table[BD_TYPE_COUNT], int level) {
+    bd_dot_fill_scalar(table);
+    if (level >= BD_SIMD_AVX2) bd_dot_fill_avx2(table);
+    if (level >= BD_SIMD_AVX512) bd_dot_fill_avx512(table);
+}
+
+static void dot_init(void) {
+    int level = bd_dot_cpu_level();
     const char *want = getenv("BRAID_SIMD");
     if (want && *want) {
-        const int asked = !strcmp(want, "scalar") ? 0 : !strcmp(want, "avx2") ? 1 : !strcmp(want, "avx512") ? 2 : -1;
+        int asked = -1;
+        for (int l = 0; l <= BD_SIMD_AVX512; l++)
+            if (!strcmp(want, bd_dot_level_names[l])) asked = l;
         if (asked < 0) {
             bd_log(BD_LOG_WARN, "BRAID_SIMD=%s is not one of scalar, avx2, avx512: ignored", want);
         } else if (asked > level) {
@@ -31,10 +45,8 @@ static void dot_init(void) {
             level = asked;
         }
     }
-    bd_dot_fill_scalar(dot_table);
-    if (level >= 1) bd_dot_fill_avx2(dot_table);
-    if (level >= 2) bd_dot_fill_avx512(dot_table);
-    dot_level = level == 2 ? "avx512" : level == 1 ? "avx2" : "scalar";
+    bd_dot_fill_level(dot_table, level);
+    dot_level = bd_dot_level_names[level];
 }
 
 const bd_dot_traits *bd_dot_traits_get(uint32_t type) {

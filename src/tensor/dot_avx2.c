@@ -27,59 +27,34 @@ AVX2 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((co
 
 /* ---- float dots: 4 independent 8-wide FMA chains (the FMA latency is 4 cycles) ---- */
 
-AVX2 static void dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
-    const float *x = vx, *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+/* The three float dots differ only in how 8 elements become fp32 (LOAD8) and how one tail element does (TO_F32).
+ * A macro rather than a shared function taking a loader, so that each loop is compiled with its load inline. */
+#define AVX2_FLOAT_DOT(name, T, LOAD8, TO_F32)                                                                      \
+    AVX2 static void name(int64_t n, float *s, const void *vx, const void *vy) {                                   \
+        const T *x = vx, *y = vy;                                                                                  \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                \
+        int64_t i = 0;                                                                                             \
+        for (; i + 32 <= n; i += 32) {                                                                             \
+            a0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), a0);                                                  \
+            a1 = _mm256_fmadd_ps(LOAD8(x + i + 8), LOAD8(y + i + 8), a1);                                          \
+            a2 = _mm256_fmadd_ps(LOAD8(x + i + 16), LOAD8(y + i + 16), a2);                                        \
+            a3 = _mm256_fmadd_ps(LOAD8(x + i + 24), LOAD8(y + i + 24), a3);                                        \
+        }                                                                                                          \
+        for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), a0);                           \
+        float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));                          \
+        for (; i < n; i++) sum += TO_F32(x[i]) * TO_F32(y[i]);                                                     \
+        *s = sum;                                                                                                  \
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) sum += x[i] * y[i];
-    *s = sum;
-}
 
+AVX2 static inline float f32_id(float v) { return v; }
 AVX2 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-
-AVX2 static void dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
-    const uint16_t *x = vx, *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
-        a1 = _mm256_fmadd_ps(load_f16(x + i + 8), load_f16(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load_f16(x + i + 16), load_f16(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load_f16(x + i + 24), load_f16(y + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) sum += h2f(x[i]) * h2f(y[i]);
-    *s = sum;
-}
-
 AVX2 static inline __m256 load_bf16(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-AVX2 static void dot_bf16(int64_t n, float *s, const void *vx, const void *vy) {
-    const uint16_t *x = vx, *y = vy;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), a0);
-        a1 = _mm256_fmadd_ps(load_bf16(x + i + 8), load_bf16(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load_bf16(x + i + 16), load_bf16(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load_bf16(x + i + 24), load_bf16(y + i + 24), a3);
-    }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), a0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    for (; i < n; i++) sum += bd_bf16_to_fp32(x[i]) * bd_bf16_to_fp32(y[i]);
-    *s = sum;
-}
+AVX2_FLOAT_DOT(dot_f32, float, _mm256_loadu_ps, f32_id)
+AVX2_FLOAT_DOT(dot_f16, uint16_t, load_f16, h2f)
+AVX2_FLOAT_DOT(dot_bf16, uint16_t, load_bf16, bd_bf16_to_fp32)
 
 /* F16 activations with the F16C instruction (round to nearest even, as ggml's CPU backend does). */
 AVX2 static void to_fp16_act(const float *x, void *dst, int64_t k) {
@@ -144,27 +119,8 @@ AVX2 static inline __m256 scales8(const uint8_t *p, size_t stride) {
 /* Lane k of v in all 8 lanes. */
 AVX2 static inline __m256 lane(__m256 v, int k) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(k)); }
 
-AVX2 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q8_0 *x = vx, *y = vy;
-    const int64_t nb = n / BD_QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    int64_t i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        const __m256 d =
-            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y));
-        for (int k = 0; k < 8; k += 2) {
-            const __m256i p0 = dot_i8(load32(x[i + k].qs), load32(y[i + k].qs));
-            const __m256i p1 = dot_i8(load32(x[i + k + 1].qs), load32(y[i + k + 1].qs));
-            acc0 = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p0), acc0);
-            acc1 = _mm256_fmadd_ps(lane(d, k + 1), _mm256_cvtepi32_ps(p1), acc1);
-        }
-    }
-    for (; i < nb; i++) {
-        const __m256i p0 = dot_i8(load32(x[i].qs), load32(y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
+/* sum over a Q8_0 block of x * y, as 8 int32 lanes. */
+AVX2 static inline __m256i q8_0_dot(const int8_t *qs, __m256i a) { return dot_i8(load32(qs), a); }
 
 /* sum over a Q4_0 block of (q - 8) * y, as 8 int32 lanes: levels 0..15 (unsigned) times y, minus 8 * y,
  * both as int16 pair sums (no saturation: 15 * 127 * 2 < 32767). */
@@ -175,28 +131,35 @@ AVX2 static inline __m256i q4_0_dot(const uint8_t *qs, __m256i a) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-AVX2 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q4_0 *x = vx;
-    const bd_block_q8_0 *y = vy;
-    const int64_t nb = n / BD_QK4_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-    int64_t i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        const __m256 d =
-            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y));
-        for (int k = 0; k < 8; k += 2) {
-            const __m256i p0 = q4_0_dot(x[i + k].qs, load32(y[i + k].qs));
-            const __m256i p1 = q4_0_dot(x[i + k + 1].qs, load32(y[i + k + 1].qs));
-            acc0 = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p0), acc0);
-            acc1 = _mm256_fmadd_ps(lane(d, k + 1), _mm256_cvtepi32_ps(p1), acc1);
-        }
+/* The Q8_0 and Q4_0 dots differ only in the block type and its per-block integer dot (BLOCK_DOT: q8_0_dot or
+ * q4_0_dot); 8 blocks' scales are converted at once, then two chains of 4 blocks. A macro rather than a shared
+ * function taking BLOCK_DOT, so that each loop is compiled with it inline. */
+#define AVX2_BLOCK32_DOT(name, TX, BLOCK_DOT)                                                                       \
+    AVX2 static void name(int64_t n, float *s, const void *vx, const void *vy) {                                   \
+        const TX *x = vx;                                                                                          \
+        const bd_block_q8_0 *y = vy;                                                                               \
+        const int64_t nb = n / BD_QK8_0;                                                                           \
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                                                            \
+        int64_t i = 0;                                                                                             \
+        for (; i + 8 <= nb; i += 8) {                                                                              \
+            const __m256 d = _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x),                           \
+                                           scales8((const uint8_t *)&y[i].d, sizeof *y));                          \
+            for (int k = 0; k < 8; k += 2) {                                                                       \
+                const __m256i p0 = BLOCK_DOT(x[i + k].qs, load32(y[i + k].qs));                                    \
+                const __m256i p1 = BLOCK_DOT(x[i + k + 1].qs, load32(y[i + k + 1].qs));                            \
+                acc0 = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p0), acc0);                                  \
+                acc1 = _mm256_fmadd_ps(lane(d, k + 1), _mm256_cvtepi32_ps(p1), acc1);                              \
+            }                                                                                                      \
+        }                                                                                                          \
+        for (; i < nb; i++) {                                                                                      \
+            const __m256i p0 = BLOCK_DOT(x[i].qs, load32(y[i].qs));                                                \
+            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);       \
+        }                                                                                                          \
+        *s = hsum_ps(_mm256_add_ps(acc0, acc1));                                                                   \
     }
-    for (; i < nb; i++) {
-        const __m256i p0 = q4_0_dot(x[i].qs, load32(y[i].qs));
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);
-    }
-    *s = hsum_ps(_mm256_add_ps(acc0, acc1));
-}
+
+AVX2_BLOCK32_DOT(dot_q8_0_q8_0, bd_block_q8_0, q8_0_dot)
+AVX2_BLOCK32_DOT(dot_q4_0_q8_0, bd_block_q4_0, q4_0_dot)
 
 /* ---- K-quant dots against Q8_K ---- */
 

@@ -39,67 +39,43 @@ AVX512 static inline float hsum256(__m256 v) {
 
 /* ---- float dots: 4 independent 16-wide FMA chains ---- */
 
-AVX512 static void dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
-    const float *x = vx, *y = vy;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
-        a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), a1);
-        a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), a2);
-        a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), a3);
+/* The three float dots differ only in how 16 elements become fp32 (LOAD16) and how the last n % 16 do under a
+ * mask, the unused lanes loading as 0 (LOAD16_MASKED). A macro rather than a shared function taking loaders, so
+ * that each loop is compiled with its loads inline. */
+#define AVX512_FLOAT_DOT(name, T, LOAD16, LOAD16_MASKED)                                                            \
+    AVX512 static void name(int64_t n, float *s, const void *vx, const void *vy) {                                 \
+        const T *x = vx, *y = vy;                                                                                  \
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                \
+        int64_t i = 0;                                                                                             \
+        for (; i + 64 <= n; i += 64) {                                                                             \
+            a0 = _mm512_fmadd_ps(LOAD16(x + i), LOAD16(y + i), a0);                                                \
+            a1 = _mm512_fmadd_ps(LOAD16(x + i + 16), LOAD16(y + i + 16), a1);                                      \
+            a2 = _mm512_fmadd_ps(LOAD16(x + i + 32), LOAD16(y + i + 32), a2);                                      \
+            a3 = _mm512_fmadd_ps(LOAD16(x + i + 48), LOAD16(y + i + 48), a3);                                      \
+        }                                                                                                          \
+        for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(LOAD16(x + i), LOAD16(y + i), a0);                       \
+        if (i < n) {                                                                                               \
+            const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                                  \
+            a1 = _mm512_fmadd_ps(LOAD16_MASKED(k, x + i), LOAD16_MASKED(k, y + i), a1);                            \
+        }                                                                                                          \
+        *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));                    \
     }
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), a0);
-    if (i < n) { /* masked tail: the unused lanes load as 0 */
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i), a1);
-    }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
 
 AVX512 static inline __m512 load_f16(const uint16_t *p) { return _mm512_cvtph_ps(load32(p)); }
-
-AVX512 static void dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
-    const uint16_t *x = vx, *y = vy;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = _mm512_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
-        a1 = _mm512_fmadd_ps(load_f16(x + i + 16), load_f16(y + i + 16), a1);
-        a2 = _mm512_fmadd_ps(load_f16(x + i + 32), load_f16(y + i + 32), a2);
-        a3 = _mm512_fmadd_ps(load_f16(x + i + 48), load_f16(y + i + 48), a3);
-    }
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(load_f16(x + i), load_f16(y + i), a0);
-    if (i < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, x + i)),
-                             _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, y + i)), a1);
-    }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+AVX512 static inline __m512 load_f16_masked(__mmask16 k, const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
 }
-
 AVX512 static inline __m512 bf16_widen(__m256i v) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
-
-AVX512 static void dot_bf16(int64_t n, float *s, const void *vx, const void *vy) {
-    const uint16_t *x = vx, *y = vy;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    int64_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = _mm512_fmadd_ps(bf16_widen(load32(x + i)), bf16_widen(load32(y + i)), a0);
-        a1 = _mm512_fmadd_ps(bf16_widen(load32(x + i + 16)), bf16_widen(load32(y + i + 16)), a1);
-        a2 = _mm512_fmadd_ps(bf16_widen(load32(x + i + 32)), bf16_widen(load32(y + i + 32)), a2);
-        a3 = _mm512_fmadd_ps(bf16_widen(load32(x + i + 48)), bf16_widen(load32(y + i + 48)), a3);
-    }
-    for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(bf16_widen(load32(x + i)), bf16_widen(load32(y + i)), a0);
-    if (i < n) {
-        const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
-        a1 = _mm512_fmadd_ps(bf16_widen(_mm256_maskz_loadu_epi16(k, x + i)),
-                             bf16_widen(_mm256_maskz_loadu_epi16(k, y + i)), a1);
-    }
-    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+AVX512 static inline __m512 load_bf16(const uint16_t *p) { return bf16_widen(load32(p)); }
+AVX512 static inline __m512 load_bf16_masked(__mmask16 k, const uint16_t *p) {
+    return bf16_widen(_mm256_maskz_loadu_epi16(k, p));
 }
+
+AVX512_FLOAT_DOT(dot_f32, float, _mm512_loadu_ps, _mm512_maskz_loadu_ps)
+AVX512_FLOAT_DOT(dot_f16, uint16_t, load_f16, load_f16_masked)
+AVX512_FLOAT_DOT(dot_bf16, uint16_t, load_bf16, load_bf16_masked)
 
 /* With AVX512_BF16: vdpbf16ps multiplies bf16 pairs exactly and adds them in fp32 (as ggml's backend does on
  * this CPU). It treats bf16 subnormals (< 1.2e-38) as zero, which the widening version above does not. */

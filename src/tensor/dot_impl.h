@@ -9,11 +9,20 @@
 #define BRAID_TENSOR_DOT_IMPL_H
 
 #include "tensor/dot.h"
+#include "tensor/simd.h"
 #include "tensor/types.h"
 
 void bd_dot_fill_scalar(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_dot_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);   /* needs AVX2, FMA, F16C */
 void bd_dot_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]); /* needs AVX-512 F, BW, VL, VNNI (BF16 optional) */
+
+/* Levels are simd.h's BD_SIMD_SCALAR..BD_SIMD_AVX512, each needing the CPU features of the one below and more;
+ * the dispatcher and the tests that compare levels share these so that they agree on what a CPU supports. */
+extern const char *const bd_dot_level_names[BD_SIMD_AVX512 + 1]; /* "scalar", "avx2", "avx512" (BRAID_SIMD's) */
+/* The best level this CPU supports. */
+int bd_dot_cpu_level(void);
+/* Fills table for level: the portable table, overwritten by each level up to this one. */
+void bd_dot_fill_level(bd_dot_traits table[BD_TYPE_COUNT], int level);
 
 /* Q8_0 activations as ggml's CPU backend makes them (quantize_row_q8_0 on x86), which differs from the
  * reference quantizer: the multiplier is 127/amax instead of 1/(amax/127), and rounding is to nearest even

@@ -39,38 +39,25 @@ void bd_fp32_copy_act(const float *x, void *dst, int64_t k) { memcpy(dst, x, (si
 
 /* ---- float dots ---- */
 
-static void dot_f32(int64_t n, float *s, const void *vx, const void *vy) {
-    const float *x = vx, *y = vy;
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += x[i + k] * y[i + k];
-    float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++) sum += x[i] * y[i];
-    *s = sum;
-}
+/* The three float dots differ only in how an element becomes fp32 (TO_F32): 8 accumulators, summed in a fixed
+ * tree, then the tail. A macro rather than a function taking a converter, so the conversion stays inline. */
+#define SCALAR_FLOAT_DOT(name, T, TO_F32)                                                                           \
+    static void name(int64_t n, float *s, const void *vx, const void *vy) {                                        \
+        const T *x = vx, *y = vy;                                                                                  \
+        float acc[8] = {0};                                                                                        \
+        int64_t i = 0;                                                                                             \
+        for (; i + 8 <= n; i += 8)                                                                                 \
+            for (int k = 0; k < 8; k++) acc[k] += TO_F32(x[i + k]) * TO_F32(y[i + k]);                             \
+        float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));             \
+        for (; i < n; i++) sum += TO_F32(x[i]) * TO_F32(y[i]);                                                     \
+        *s = sum;                                                                                                  \
+    }
 
-static void dot_f16(int64_t n, float *s, const void *vx, const void *vy) {
-    const uint16_t *x = vx, *y = vy;
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += bd_fp16_to_fp32(x[i + k]) * bd_fp16_to_fp32(y[i + k]);
-    float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++) sum += bd_fp16_to_fp32(x[i]) * bd_fp16_to_fp32(y[i]);
-    *s = sum;
-}
+static inline float f32_id(float v) { return v; }
 
-static void dot_bf16(int64_t n, float *s, const void *vx, const void *vy) {
-    const uint16_t *x = vx, *y = vy;
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += bd_bf16_to_fp32(x[i + k]) * bd_bf16_to_fp32(y[i + k]);
-    float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++) sum += bd_bf16_to_fp32(x[i]) * bd_bf16_to_fp32(y[i]);
-    *s = sum;
-}
+SCALAR_FLOAT_DOT(dot_f32, float, f32_id)
+SCALAR_FLOAT_DOT(dot_f16, uint16_t, bd_fp16_to_fp32)
+SCALAR_FLOAT_DOT(dot_bf16, uint16_t, bd_bf16_to_fp32)
 
 /* ---- block-of-32 dots against Q8_0 ---- */
 

@@ -19,6 +19,7 @@
 #include "base/alloc.h"
 
 #include "tensor/dot.h"
+#include "tensor/quant.h"
 #include "tensor/simd.h"
 #include "tensor/types.h"
 
@@ -296,10 +297,68 @@ enum {
     MM_DEQ_XBLOCK = 262144,     /* floats of activations per token block (1 MiB, L2) */
 };
 
+#if BD_HAVE_X86
+/* F16 -> F32 rows with the hardware converter (exact, like the portable table, but ~10x faster: for F16
+ * weights the tile dequantization would otherwise cost ~10% of the product). */
+BD_TARGET_AVX512 static void f16_to_f32_avx512(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))));
+    for (; i < n; i++) dst[i] = bd_fp16_to_fp32(h[i]);
+}
+BD_TARGET_AVX2 static void f16_to_f32_avx2(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) dst[i] = bd_fp16_to_fp32(h[i]);
+}
+/* Q8_0 -> F32, 32 at a time: q·d with q widened exactly to float, the one product the portable
+ * bd_dequantize_row_q8_0 computes (bit-identical), without its scalar loop (~9% of a Q8_0 prompt). */
+BD_TARGET_AVX512 static void q8_0_to_f32_avx512(const void *src, float *dst, int64_t n) {
+    const bd_block_q8_0 *x = src;
+    for (int64_t i = 0; i < n / BD_QK8_0; i++, dst += BD_QK8_0) {
+        const __m512 d = _mm512_set1_ps(bd_fp16_to_fp32(x[i].d));
+        const __m128i lo = _mm_loadu_si128((const __m128i *)x[i].qs);
+        const __m128i hi = _mm_loadu_si128((const __m128i *)(x[i].qs + 16));
+        _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d));
+        _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d));
+    }
+}
+BD_TARGET_AVX2 static void q8_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
+    const bd_block_q8_0 *x = src;
+    for (int64_t i = 0; i < n / BD_QK8_0; i++, dst += BD_QK8_0) {
+        const __m256 d = _mm256_set1_ps(bd_fp16_to_fp32(x[i].d));
+        for (int j = 0; j < BD_QK8_0; j += 8) {
+            const __m128i q = _mm_loadl_epi64((const __m128i *)(x[i].qs + j));
+            _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
+        }
+    }
+}
+#endif
+
+typedef void (*to_float_fn)(const void *src, float *dst, int64_t n);
+
+/* The fastest exact to_float for a type at the current SIMD level. */
+static to_float_fn fast_to_float(const bd_type_traits *t, uint32_t type) {
+#if BD_HAVE_X86
+    if (type == BD_TYPE_F16) {
+        if (bd_simd() == BD_SIMD_AVX512) return f16_to_f32_avx512;
+        if (bd_simd() == BD_SIMD_AVX2) return f16_to_f32_avx2;
+    }
+    if (type == BD_TYPE_Q8_0) {
+        if (bd_simd() == BD_SIMD_AVX512) return q8_0_to_f32_avx512;
+        if (bd_simd() == BD_SIMD_AVX2) return q8_0_to_f32_avx2;
+    }
+#else
+    (void)type;
+#endif
+    return t->to_float;
+}
+
 typedef struct mm_deq {
     bd_threadpool *tp;
     const bd_dot_traits *dt;
-    const bd_type_traits *wt, *vt; /* weight type, vec_dot_type */
+    to_float_fn w_to_float, x_to_float; /* of the weight type and of vec_dot_type */
     const uint8_t *W;
     size_t wrow;
     const float *x;
@@ -318,7 +377,7 @@ static void mm_deq_task(void *arg, int ith, int nth) {
     for (int64_t t = t0; t < t1; t++) {
         uint8_t *xq = a->xq + (size_t)t * a->xrow;
         a->dt->from_float(a->x + t * a->ldx, xq, K);
-        a->vt->to_float(xq, a->xf + t * K, K);
+        a->x_to_float(xq, a->xf + t * K, K);
     }
     bd_threadpool_barrier(a->tp);
 
@@ -333,7 +392,7 @@ static void mm_deq_task(void *arg, int ith, int nth) {
         const int64_t nt = a->T - tt < tb ? a->T - tt : tb;
         for (int64_t rb = r0; rb < r1; rb += rb_rows) {
             const int64_t nr = r1 - rb < rb_rows ? r1 - rb : rb_rows;
-            for (int64_t r = 0; r < nr; r++) a->wt->to_float(a->W + (size_t)(rb + r) * a->wrow, tile + r * K, K);
+            for (int64_t r = 0; r < nr; r++) a->w_to_float(a->W + (size_t)(rb + r) * a->wrow, tile + r * K, K);
             mm_f32 f = {tile, a->xf + tt * K, a->y + tt * a->ldy + rb, nr, K, nt, K, a->ldy};
             mm_f32_rows(&f, 0, nr);
         }
@@ -385,8 +444,8 @@ braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t
         const bd_type_traits *vt = bd_type_traits_get(dt->vec_dot_type);
         if (!vt) return bd_error(BRAID_E_UNSUPPORTED, "matmul: no traits for vec_dot_type %u", dt->vec_dot_type);
         size_t xq_bytes = ((xrow * (size_t)T) + 63) & ~(size_t)63;
-        mm_deq a = {tp, dt, tt, vt, W, wrow, x, scratch, xrow, (float *)((uint8_t *)scratch + xq_bytes), y,
-                    N, K, T, ldx, ldy};
+        mm_deq a = {tp, dt, fast_to_float(tt, wtype), fast_to_float(vt, dt->vec_dot_type), W, wrow, x, scratch,
+                    xrow, (float *)((uint8_t *)scratch + xq_bytes), y, N, K, T, ldx, ldy};
         bd_threadpool_run(tp, mm_deq_task, &a);
         return BRAID_OK;
     }

@@ -314,6 +314,28 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
         braid_context_free(c);
     }
     CHECK_STATUS(oracle_stop(o), BRAID_OK);
+    /* F16 K/V storage (braid's default) against llama.cpp's F16 cache. llama.cpp (FA off) also rounds Q and
+     * the softmax probabilities to F16, braid keeps them in F32, so agreement is ~1e-3, not ~1e-5. */
+    CHECK_STATUS(oracle_start(path, "--ctx 1024 --seq-max 1 --kv f16 --fa off --threads 1", &o), BRAID_OK);
+    if (o) {
+        braid_context_params p = braid_context_default_params();
+        p.n_ctx = 1024;
+        p.n_threads = 2;
+        p.kv_type = BRAID_TYPE_F16;
+        braid_context *c = NULL;
+        CHECK_STATUS(braid_context_new(m, &p, &c), BRAID_OK);
+        cmp ch = {0};
+        if (c) {
+            CHECK_STATUS(dec(c, N, toks, 0, got, V), BRAID_OK);
+        }
+        CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
+        for (int i = 0; i < N && ref; i++) cmp_row(&ch, got + (size_t)i * V, ref + (size_t)i * V, V);
+        bd_free(ref);
+        report("prefill 40, K/V F16 in both engines", &ch);
+        CHECK(ch.rows == N && ch.max_rel < 1e-2 && ch.top1_equal >= N - 1, "F16 K/V rel %.3e", ch.max_rel);
+        braid_context_free(c);
+        CHECK_STATUS(oracle_stop(o), BRAID_OK);
+    }
     bd_free(got);
     braid_model_free(m);
 }

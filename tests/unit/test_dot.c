@@ -32,20 +32,9 @@ static const uint32_t types[] = {BD_TYPE_F32,  BD_TYPE_F16,  BD_TYPE_BF16, BD_TY
 
 int main(void) {
     static bd_dot_traits tab[3][BD_TYPE_COUNT];
-    const bd_cpu_features *f = bd_cpu_get();
-    int levels = 1;
-    bd_dot_fill_scalar(tab[0]);
-    if (f->avx2 && f->fma && f->f16c) {
-        memcpy(tab[1], tab[0], sizeof tab[0]);
-        bd_dot_fill_avx2(tab[1]);
-        levels = 2;
-        if (f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni) {
-            memcpy(tab[2], tab[1], sizeof tab[1]);
-            bd_dot_fill_avx512(tab[2]);
-            levels = 3;
-        }
-    }
-    static const char *const level_names[] = {"scalar", "avx2", "avx512"};
+    const int levels = bd_dot_cpu_level() + 1;
+    for (int lv = 0; lv < levels; lv++) bd_dot_fill_level(tab[lv], lv);
+    const char *const *level_names = bd_dot_level_names;
     printf("dispatcher chose %s; testing %d level(s)\n", bd_simd_level(), levels);
     CHECK(!strcmp(bd_simd_level(), level_names[levels - 1]) || getenv("BRAID_SIMD"), "dispatcher picked %s",
           bd_simd_level());

@@ -55,6 +55,12 @@ static void b_kv_u32(buf *b, const char *key, uint32_t v) {
     b_u32(b, GGUF_TYPE_UINT32);
     b_u32(b, v);
 }
+/* A v3 file of one key-value pair, written up to its value type: the caller appends the value. */
+static void b_one_kv(buf *b, const char *key, uint32_t type) {
+    b_hdr(b, 3, 0, 1);
+    b_str(b, key);
+    b_u32(b, type);
+}
 static void b_tinfo(buf *b, const char *name, uint32_t n_dims, const int64_t *ne, uint32_t type, uint64_t off) {
     b_str(b, name);
     b_u32(b, n_dims);
@@ -66,6 +72,13 @@ static void b_tinfo(buf *b, const char *name, uint32_t n_dims, const int64_t *ne
 static void b_data(buf *b, size_t n) {
     b_pad(b, 32);
     for (size_t i = 0; i < n; i++) b_u8(b, (uint8_t)i);
+}
+/* A v3 file of one tensor info and a data section of n_data bytes. */
+static void b_one_tensor(buf *b, const char *name, uint32_t n_dims, const int64_t *ne, uint32_t type, uint64_t off,
+                         size_t n_data) {
+    b_hdr(b, 3, 1, 0);
+    b_tinfo(b, name, n_dims, ne, type, off);
+    b_data(b, n_data);
 }
 
 /* Opening b must fail with BRAID_E_FORMAT and a message that contains want. */
@@ -205,6 +218,16 @@ static braid_status write_sample(const char *path, uint32_t version, int with_te
 #undef W
     gguf_writer_free(w);
     return s;
+}
+
+/* The v3 sample with tensors, as bytes (malloc'd, the caller frees; NULL if it could not be read). */
+static uint8_t *sample_bytes(size_t *n) {
+    const char *path = tmp_path("sample_bytes.gguf");
+    int calls = 0;
+    CHECK_STATUS(write_sample(path, 3, 1, &calls), BRAID_OK);
+    uint8_t *bytes = read_all(path, n);
+    unlink(path);
+    return bytes;
 }
 
 static void check_sample(const gguf_file *f, uint32_t version, int with_tensors) {
@@ -383,12 +406,8 @@ static void test_round_trip(void) {
 
 /* Every proper prefix of a valid file is rejected as malformed, never crashing (ASan checks reads). */
 static void test_truncation(void) {
-    const char *path = tmp_path("trunc.gguf");
-    int calls = 0;
-    CHECK_STATUS(write_sample(path, 3, 1, &calls), BRAID_OK);
     size_t n;
-    uint8_t *bytes = read_all(path, &n);
-    unlink(path);
+    uint8_t *bytes = sample_bytes(&n);
     if (!bytes) return;
     gguf_file *f;
     int all_format = 1;
@@ -425,13 +444,11 @@ static void test_truncation(void) {
 
 /* Each allocation of an open can fail; the open reports BRAID_E_NOMEM and frees everything (ASan/LSan). */
 static void test_alloc_failures(void) {
+    size_t n;
+    uint8_t *bytes = sample_bytes(&n);
+    if (!bytes) return;
     const char *path = tmp_path("alloc.gguf");
     int calls = 0;
-    CHECK_STATUS(write_sample(path, 3, 1, &calls), BRAID_OK);
-    size_t n;
-    uint8_t *bytes = read_all(path, &n);
-    unlink(path);
-    if (!bytes) return;
     gguf_file *f;
     bd_alloc_fail_at(0, 0);
     bd_alloc_reset_count();
@@ -509,31 +526,23 @@ static void test_bad_kv(void) {
     b_u32(&b, 0);
     expect_bad(&b, "key at offset 24 has length 9223372036854775808", "key length 2^63");
     /* String value length 2^63. */
-    b_hdr(&b, 3, 0, 1);
-    b_str(&b, "k");
-    b_u32(&b, GGUF_TYPE_STRING);
+    b_one_kv(&b, "k", GGUF_TYPE_STRING);
     b_u64(&b, (uint64_t)1 << 63);
     b_u64(&b, 0);
     b_u64(&b, 0);
     expect_bad(&b, "string value at offset 37 has length 9223372036854775808", "value length 2^63");
     /* Array of 2^62 u32 / strings / arrays. */
     for (uint32_t et = 0; et < GGUF_TYPE_COUNT; et++) {
-        b_hdr(&b, 3, 0, 1);
-        b_str(&b, "k");
-        b_u32(&b, GGUF_TYPE_ARRAY);
+        b_one_kv(&b, "k", GGUF_TYPE_ARRAY);
         b_u32(&b, et);
         b_u64(&b, (uint64_t)1 << 62);
         for (int i = 0; i < 8; i++) b_u64(&b, 0);
         expect_bad(&b, "array of 4611686018427387904", "huge array");
     }
-    b_hdr(&b, 3, 0, 1);
-    b_str(&b, "k");
-    b_u32(&b, GGUF_TYPE_COUNT);
+    b_one_kv(&b, "k", GGUF_TYPE_COUNT);
     b_u32(&b, 0);
     expect_bad(&b, "invalid value type 13", "value type 13");
-    b_hdr(&b, 3, 0, 1);
-    b_str(&b, "k");
-    b_u32(&b, GGUF_TYPE_ARRAY);
+    b_one_kv(&b, "k", GGUF_TYPE_ARRAY);
     b_u32(&b, 0xFFFFFFFFu);
     b_u64(&b, 0);
     expect_bad(&b, "invalid array element type", "array element type -1");
@@ -566,22 +575,16 @@ static void test_bad_kv(void) {
     b_kv_u32(&b, "a", 2);
     expect_bad(&b, "duplicate key 'a'", "duplicate key");
     /* Bools other than 0/1. */
-    b_hdr(&b, 3, 0, 1);
-    b_str(&b, "k");
-    b_u32(&b, GGUF_TYPE_BOOL);
+    b_one_kv(&b, "k", GGUF_TYPE_BOOL);
     b_u8(&b, 2);
     expect_bad(&b, "bool value 2", "bool 2");
-    b_hdr(&b, 3, 0, 1);
-    b_str(&b, "k");
-    b_u32(&b, GGUF_TYPE_ARRAY);
+    b_one_kv(&b, "k", GGUF_TYPE_ARRAY);
     b_u32(&b, GGUF_TYPE_BOOL);
     b_u64(&b, 3);
     b_u8(&b, 0), b_u8(&b, 1), b_u8(&b, 7);
     expect_bad(&b, "bool element 2 = 7", "bool array element 7");
     /* Nesting deeper than the limit. */
-    b_hdr(&b, 3, 0, 1);
-    b_str(&b, "k");
-    b_u32(&b, GGUF_TYPE_ARRAY);
+    b_one_kv(&b, "k", GGUF_TYPE_ARRAY);
     for (int d = 0; d < 20; d++) {
         b_u32(&b, GGUF_TYPE_ARRAY);
         b_u64(&b, 1);
@@ -596,9 +599,7 @@ static void test_bad_kv(void) {
         b_kv_u32(&b, "general.alignment", bad_align[i]);
         expect_bad(&b, "at offset 53 is not a nonzero power of two", "bad alignment");
     }
-    b_hdr(&b, 3, 0, 1);
-    b_str(&b, "general.alignment");
-    b_u32(&b, GGUF_TYPE_UINT64);
+    b_one_kv(&b, "general.alignment", GGUF_TYPE_UINT64);
     b_u64(&b, 32);
     expect_bad(&b, "general.alignment at offset 53 must be u32, not u64", "alignment type");
     b_hdr(&b, 3, 0, 1);
@@ -622,13 +623,9 @@ static void test_bad_tensors(void) {
     b_tinfo(&b, "blk.0.x", 1, ne8, 0, 32);
     b_data(&b, 40);
     expect_bad(&b, "tensor 'blk.0.x' data [offset 128, 32 bytes) extends past end of file (136 bytes)", "past end");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 1, ne8, 0, UINT64_MAX - 31);
-    b_data(&b, 32);
+    b_one_tensor(&b, "x", 1, ne8, 0, UINT64_MAX - 31, 32);
     expect_bad(&b, "overflows", "offset overflow");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 1, ne8, 0, 16);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 1, ne8, 0, 16, 64);
     expect_bad(&b, "offset 16 at offset 49 is not a multiple of the alignment 32", "misaligned");
     b_hdr(&b, 3, 2, 0);
     b_tinfo(&b, "x", 1, ne_big + 1, 0, 0); /* 4 floats: 16 bytes */
@@ -642,25 +639,15 @@ static void test_bad_tensors(void) {
     b_tinfo(&b, "c", 1, ne8, 0, 24); /* [24, 56) overlaps b [0, 32) */
     b_data(&b, 128);
     expect_bad(&b, "tensors 'b'", "overlapping (unsorted)");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 1, ne8, 4, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 1, ne8, 4, 0, 64);
     expect_bad(&b, "unknown ggml type 4", "removed type 4");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 1, ne8, 43, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 1, ne8, 43, 0, 64);
     expect_bad(&b, "unknown ggml type 43", "type 43");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 1, ne8, 0xFFFFFFFFu, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 1, ne8, 0xFFFFFFFFu, 0, 64);
     expect_bad(&b, "unknown ggml type", "type -1");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 1, ne33, BRAID_TYPE_Q8_0, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 1, ne33, BRAID_TYPE_Q8_0, 0, 64);
     expect_bad(&b, "not a multiple of the block size 32", "row not multiple of block");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 0, ne8, 0, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 0, ne8, 0, 0, 64);
     expect_bad(&b, "has 0 dimensions", "n_dims 0");
     b_hdr(&b, 3, 1, 0);
     b_str(&b, "x");
@@ -670,31 +657,21 @@ static void test_bad_tensors(void) {
     b_u64(&b, 0);
     b_data(&b, 64);
     expect_bad(&b, "has 5 dimensions", "n_dims 5");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 2, ne_zero, 0, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 2, ne_zero, 0, 0, 64);
     expect_bad(&b, "dimension 1 is 0", "dim 0");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 1, ne_neg, 0, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 1, ne_neg, 0, 0, 64);
     expect_bad(&b, "dimension 0 is -8", "negative dim");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 2, ne_big, 0, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 2, ne_big, 0, 0, 64);
     expect_bad(&b, "element count overflows", "ne product overflow");
     const int64_t ne_bytes[2] = {INT64_MAX / 4, 3}; /* fits int64 elements, but 8 bytes each does not fit */
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 2, ne_bytes, 28, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "x", 2, ne_bytes, 28, 0, 64);
     expect_bad(&b, "byte size overflows", "byte size overflow");
     b_hdr(&b, 3, 2, 0);
     b_tinfo(&b, "x", 1, ne8, 0, 0);
     b_tinfo(&b, "x", 1, ne8, 0, 32);
     b_data(&b, 64);
     expect_bad(&b, "duplicate tensor name 'x'", "duplicate tensor");
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "bad\xff", 1, ne8, 0, 0);
-    b_data(&b, 64);
+    b_one_tensor(&b, "bad\xff", 1, ne8, 0, 0, 64);
     expect_bad(&b, "tensor name at offset 24", "non-UTF-8 tensor name");
     /* The data section must be reachable: infos end, then padding that is not there. */
     b_hdr(&b, 3, 1, 0);
@@ -950,9 +927,7 @@ static int write_corpus(const char *dir) {
     b_tinfo(&b, "y", 1, ne8, 0, 0);
     b_data(&b, 64);
     write_buf(dir, "bad_overlap", &b);
-    b_hdr(&b, 3, 0, 1);
-    b_str(&b, "k");
-    b_u32(&b, GGUF_TYPE_ARRAY);
+    b_one_kv(&b, "k", GGUF_TYPE_ARRAY);
     b_u32(&b, GGUF_TYPE_ARRAY);
     b_u64(&b, 2);
     b_u32(&b, GGUF_TYPE_STRING);
@@ -968,9 +943,7 @@ static int write_corpus(const char *dir) {
     write_buf(dir, "bad_dup_key", &b);
     b_hdr(&b, 1, 0, 0);
     write_buf(dir, "bad_v1", &b);
-    b_hdr(&b, 3, 1, 0);
-    b_tinfo(&b, "x", 1, ne8, 0, 32);
-    b_data(&b, 40);
+    b_one_tensor(&b, "x", 1, ne8, 0, 32, 40);
     write_buf(dir, "bad_past_end", &b);
     printf("corpus written to %s\n", dir);
     return 0;

@@ -150,7 +150,13 @@ int main(void) {
     bd_threadpool *tp = NULL;
     CHECK_STATUS(bd_threadpool_new(4, &tp), BRAID_OK);
     test_f32(tp);
-    test_types(tp);
+    /* every level of braid's own kernels (dequantization, F32 tiles); the dot products stay at dot.h's level */
+    int top = bd_simd_override(BD_SIMD_AVX512);
+    for (int lv = 0; lv <= top; lv++) {
+        bd_simd_override(lv);
+        test_types(tp);
+    }
+    bd_simd_override(top);
 
     float w[4] = {1, 2, 3, 4}, xx[2] = {1, 1}, yy[2];
     CHECK_STATUS(bd_matmul(NULL, 99, w, 2, 2, xx, 2, 1, yy, 2, NULL, 0), BRAID_E_UNSUPPORTED);
