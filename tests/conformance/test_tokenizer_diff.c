@@ -15,7 +15,6 @@
  *   an unstable sort; braid takes the lower id first.
  * - an SPM run of more than 8 million characters with no possible merge boundary is cut to bound memory.
  * BRAID_TOK_DIFF_N sets the strings per vocabulary (default 1500). */
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +25,7 @@
 
 #include "base/alloc.h"
 #include "test.h"
+#include "vocab_files.h"
 #include "tokenizer/vocab.h"
 
 /* ---- generator ------------------------------------------------------------------------------------------- */
@@ -337,25 +337,10 @@ int main(void) {
     ggml_backend_load_all_from_path(libdir);
     llama_backend_init();
     int n_strings = atoi(test_env("BRAID_TOK_DIFF_N", "1500"));
-    DIR *d = opendir(dir);
-    CHECK(d != NULL, "oracle vocabularies in %s", dir);
-    if (!d) TEST_MAIN_END();
     char *names[64];
-    int n_names = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n_names < 64) {
-        size_t l = strlen(e->d_name);
-        if (!strncmp(e->d_name, "ggml-vocab-", 11) && l > 5 && !strcmp(e->d_name + l - 5, ".gguf"))
-            names[n_names++] = strdup(e->d_name);
-    }
-    closedir(d);
-    for (int i = 0; i < n_names; i++)
-        for (int j = i + 1; j < n_names; j++)
-            if (strcmp(names[i], names[j]) > 0) {
-                char *t = names[i];
-                names[i] = names[j];
-                names[j] = t;
-            }
+    int n_names = list_vocab_files(dir, names, 64);
+    CHECK(n_names >= 0, "oracle vocabularies in %s", dir);
+    if (n_names < 0) TEST_MAIN_END();
     printf("%d strings per vocabulary, each with parse_special off and on\n", n_strings);
     for (int i = 0; i < n_names; i++) {
         compare_vocab(dir, names[i], n_strings);

@@ -8,7 +8,6 @@
  * `unit_tokenizer_vocabs --long` (CTest unit_tokenizer_vocabs_long, label long) instead tokenizes 100 MB
  * inputs (text, one repeated letter, spaces, random bytes with NULs) with a BPE and an SPM vocabulary,
  * counting ids without storing them, and checks that each succeeds with the peak resident memory bounded. */
-#include <dirent.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "base/alloc.h"
 #include "gguf/gguf.h"
 #include "test.h"
+#include "vocab_files.h"
 #include "tokenizer/vocab.h"
 #include "tokenizer/vocab_internal.h"
 
@@ -199,25 +199,10 @@ int main(int argc, char **argv) {
         long_inputs(dir, "ggml-vocab-llama-spm.gguf");
         TEST_MAIN_END();
     }
-    DIR *d = opendir(dir);
-    CHECK(d != NULL, "oracle vocabularies in %s (run scripts/fetch-oracle.sh)", dir);
-    if (!d) TEST_MAIN_END();
     char *names[64];
-    int n_names = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n_names < 64) {
-        size_t l = strlen(e->d_name);
-        if (!strncmp(e->d_name, "ggml-vocab-", 11) && l > 5 && !strcmp(e->d_name + l - 5, ".gguf"))
-            names[n_names++] = strdup(e->d_name);
-    }
-    closedir(d);
-    for (int i = 0; i < n_names; i++)
-        for (int j = i + 1; j < n_names; j++)
-            if (strcmp(names[i], names[j]) > 0) {
-                char *t = names[i];
-                names[i] = names[j];
-                names[j] = t;
-            }
+    int n_names = list_vocab_files(dir, names, 64);
+    CHECK(n_names >= 0, "oracle vocabularies in %s (run scripts/fetch-oracle.sh)", dir);
+    if (n_names < 0) TEST_MAIN_END();
     int total_pass = 0, total_cases = 0, n_vocabs = 0;
     for (int i = 0; i < n_names; i++) {
         char path[1200];
