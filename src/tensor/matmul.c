@@ -9,7 +9,9 @@
  * - Other types, few tokens (decode): activations converted to vec_dot_type in scratch (threads split the
  *   tokens, then meet at a barrier), then per (row, token) vec_dot from dot.h, weight rows in blocks that stay
  *   in L1/L2 while every token passes over them.
- * - Other types, many tokens (prompt): the converted activations are widened back to float, weight tiles are
+ * - Quantized types, many tokens (prompt): the integer GEMMs of gemm_q.h (AVX-512 VNNI), each output
+ *   bit-identical to the vec_dot; where they are not available, the vec_dot path above.
+ * - F16 and BF16, many tokens: the converted activations are widened back to float, weight tiles are
  *   dequantized per thread, and the F32 kernels do the arithmetic (see mm_deq_task).
  * Threads own disjoint, contiguous row ranges (bd_split_aligned), so outputs never race. */
 #include "tensor/matmul.h"
@@ -19,6 +21,7 @@
 #include "base/alloc.h"
 
 #include "tensor/dot.h"
+#include "tensor/gemm_q.h"
 #include "tensor/quant.h"
 #include "tensor/simd.h"
 #include "tensor/types.h"
@@ -399,9 +402,51 @@ static void mm_deq_task(void *arg, int ith, int nth) {
     }
 }
 
-/* Whether bd_matmul takes the dequantize path for this call. */
+/* ---- quantized types, many tokens: the integer GEMMs (gemm_q.h) ---------------------------------------------
+ * Threads convert and pack disjoint groups of tokens, meet at a barrier, then compute disjoint row ranges. */
+
+typedef struct mm_gq {
+    bd_threadpool *tp;
+    const bd_dot_traits *dt;
+    const bd_gemmq_ops *ops;
+    uint32_t wtype;
+    const uint8_t *W;
+    size_t wrow;
+    const float *x;
+    uint8_t *xq; /* [T][xrow] */
+    size_t xrow;
+    void *packed;
+    float *y;
+    int64_t N, K, T, ldx, ldy;
+} mm_gq;
+
+static void mm_gq_task(void *arg, int ith, int nth) {
+    const mm_gq *a = arg;
+    int64_t g0, g1;
+    bd_split((a->T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP, ith, nth, &g0, &g1);
+    void (*quantize)(const float *, void *, int64_t) = a->ops->quantize ? a->ops->quantize : a->dt->from_float;
+    for (int64_t g = g0; g < g1; g++) {
+        for (int64_t t = g * BD_GEMMQ_GROUP; t < (g + 1) * BD_GEMMQ_GROUP && t < a->T; t++)
+            quantize(a->x + t * a->ldx, a->xq + (size_t)t * a->xrow, a->K);
+        a->ops->pack(a->xq, a->xrow, a->K, a->T, g, a->packed);
+    }
+    bd_threadpool_barrier(a->tp);
+    int64_t r0, r1;
+    bd_split_aligned(a->N, 4, ith, nth, &r0, &r1);
+    if (r0 < r1) a->ops->rows(a->wtype, a->W, a->wrow, a->K, a->packed, a->T, r0, r1, a->y, a->ldy);
+}
+
+/* The integer GEMM for this call, or NULL. */
+static const bd_gemmq_ops *use_gemmq(uint32_t wtype, int64_t K, int64_t T) {
+    if (T < MM_DEQ_MIN_T) return NULL;
+    const bd_gemmq_ops *o = bd_gemmq_get(wtype);
+    return o && K <= o->max_k ? o : NULL;
+}
+
+/* Whether bd_matmul takes the dequantize path for this call: float weight types only (for quantized ones it
+ * would break the equality with vec_dot). */
 static int use_deq(uint32_t wtype, int64_t K, int64_t T) {
-    return wtype != BRAID_TYPE_F32 && T >= MM_DEQ_MIN_T && K * 4 <= MM_DEQ_TILE;
+    return (wtype == BRAID_TYPE_F16 || wtype == BRAID_TYPE_BF16) && T >= MM_DEQ_MIN_T && K * 4 <= MM_DEQ_TILE;
 }
 
 /* ---- entry points ------------------------------------------------------------------------------------------ */
@@ -412,7 +457,11 @@ size_t bd_matmul_scratch_size(uint32_t wtype, int64_t K, int64_t T) {
     if (!dt) return 0;
     size_t row = bd_row_size(dt->vec_dot_type, K), total, xf;
     if (!bd_mul_size(row, (size_t)T, &total)) return 0;
-    if (use_deq(wtype, K, T)) {
+    const bd_gemmq_ops *gq = use_gemmq(wtype, K, T);
+    if (gq) {
+        total = (total + 63) & ~(size_t)63;
+        if (!bd_add_size(total, gq->pack_size(K, T), &total)) return 0;
+    } else if (use_deq(wtype, K, T)) {
         total = (total + 63) & ~(size_t)63;
         if (!bd_mul_size((size_t)T * sizeof(float), (size_t)K, &xf) || !bd_add_size(total, xf, &total)) return 0;
     }
@@ -440,6 +489,13 @@ braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t
     size_t need = bd_matmul_scratch_size(wtype, K, T);
     if (!need || !scratch || scratch_size < need)
         return bd_error(BRAID_E_INVALID, "matmul: scratch of %zu bytes, %zu needed", scratch_size, need);
+    const bd_gemmq_ops *gq = use_gemmq(wtype, K, T);
+    if (gq) {
+        size_t xq_bytes = ((xrow * (size_t)T) + 63) & ~(size_t)63;
+        mm_gq a = {tp, dt, gq, wtype, W, wrow, x, scratch, xrow, (uint8_t *)scratch + xq_bytes, y, N, K, T, ldx, ldy};
+        bd_threadpool_run(tp, mm_gq_task, &a);
+        return BRAID_OK;
+    }
     if (use_deq(wtype, K, T)) {
         const bd_type_traits *vt = bd_type_traits_get(dt->vec_dot_type);
         if (!vt) return bd_error(BRAID_E_UNSUPPORTED, "matmul: no traits for vec_dot_type %u", dt->vec_dot_type);
