@@ -287,12 +287,13 @@ static void mm_q_task(void *arg, int ith, int nth) {
     }
 }
 
-/* ---- other types, many tokens: dequantize tiles of W, then the F32 kernels ---------------------------------
+/* ---- F16 / BF16, many tokens: dequantize tiles of W, then the F32 kernels -----------------------------------
  * For a prompt the vec_dot path does one short dot product per (row, token) pair and is far from the
  * arithmetic peak. Instead the activations are converted to vec_dot_type and back to float (so they carry
  * exactly the rounding ggml's dot product sees), tiles of weight rows are dequantized into a per-thread
  * buffer, and the register-blocked F32 kernels run over a block of tokens that stays in L2. The products are
- * the same numbers ggml multiplies; only the float summation order differs (a few ulp). */
+ * the same numbers ggml multiplies; only the float summation order differs (a few ulp; llama.cpp's own F16
+ * prefill differs from its decode too). Quantized types do not come here: see the integer GEMMs above. */
 
 enum {
     MM_DEQ_MIN_T = 16,          /* from this many tokens on, dequantizing a tile pays for itself */
@@ -315,28 +316,6 @@ BD_TARGET_AVX2 static void f16_to_f32_avx2(const void *src, float *dst, int64_t 
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
     for (; i < n; i++) dst[i] = bd_fp16_to_fp32(h[i]);
 }
-/* Q8_0 -> F32, 32 at a time: q·d with q widened exactly to float, the one product the portable
- * bd_dequantize_row_q8_0 computes (bit-identical), without its scalar loop (~9% of a Q8_0 prompt). */
-BD_TARGET_AVX512 static void q8_0_to_f32_avx512(const void *src, float *dst, int64_t n) {
-    const bd_block_q8_0 *x = src;
-    for (int64_t i = 0; i < n / BD_QK8_0; i++, dst += BD_QK8_0) {
-        const __m512 d = _mm512_set1_ps(bd_fp16_to_fp32(x[i].d));
-        const __m128i lo = _mm_loadu_si128((const __m128i *)x[i].qs);
-        const __m128i hi = _mm_loadu_si128((const __m128i *)(x[i].qs + 16));
-        _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d));
-        _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d));
-    }
-}
-BD_TARGET_AVX2 static void q8_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
-    const bd_block_q8_0 *x = src;
-    for (int64_t i = 0; i < n / BD_QK8_0; i++, dst += BD_QK8_0) {
-        const __m256 d = _mm256_set1_ps(bd_fp16_to_fp32(x[i].d));
-        for (int j = 0; j < BD_QK8_0; j += 8) {
-            const __m128i q = _mm_loadl_epi64((const __m128i *)(x[i].qs + j));
-            _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
-        }
-    }
-}
 #endif
 
 typedef void (*to_float_fn)(const void *src, float *dst, int64_t n);
@@ -347,10 +326,6 @@ static to_float_fn fast_to_float(const bd_type_traits *t, uint32_t type) {
     if (type == BD_TYPE_F16) {
         if (bd_simd() == BD_SIMD_AVX512) return f16_to_f32_avx512;
         if (bd_simd() == BD_SIMD_AVX2) return f16_to_f32_avx2;
-    }
-    if (type == BD_TYPE_Q8_0) {
-        if (bd_simd() == BD_SIMD_AVX512) return q8_0_to_f32_avx512;
-        if (bd_simd() == BD_SIMD_AVX2) return q8_0_to_f32_avx2;
     }
 #else
     (void)type;
