@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/strbuf.h"
 #include "tokenizer/vocab.h"
 
 #if __has_include(<llama.h>)
@@ -33,20 +34,6 @@ static uint32_t rn(uint32_t n) {
     return (uint32_t)(rs % n);
 }
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-static void put(sbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
 
 static const char *const prose[] = {
     "The quick brown fox jumps over the lazy dog. ", "It's a truth universally acknowledged, isn't it? ",
@@ -62,7 +49,7 @@ static const char *const code[] = {
     "\tif (x != NULL && y >= 0x7F) { z = -1; }\n", "        \n", "#include <stdio.h>\n", "const x = (a, b) => a ?? b;\n",
 };
 
-static void make_text(sbuf *b, const char *models, size_t target) {
+static void make_text(bd_strbuf *b, const char *models, size_t target) {
     static const char *const names[] = {"qwen35", "llama-bpe", "llama-spm", "gpt-2", "deepseek-llm", "falcon", "mpt",
                                         "starcoder", "command-r", "phi-3", "gemma-4"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
@@ -72,23 +59,23 @@ static void make_text(sbuf *b, const char *models, size_t target) {
         if (!f) continue;
         char buf[65536];
         size_t r;
-        while ((r = fread(buf, 1, sizeof buf, f)) > 0) put(b, buf, r);
+        while ((r = fread(buf, 1, sizeof buf, f)) > 0) bd_strbuf_put(b, buf, r);
         fclose(f);
     }
     while (b->n < target) {
         switch (rn(10)) {
-        case 0: case 1: case 2: case 3: case 4: puts_(b, prose[rn(sizeof prose / sizeof prose[0])]); break;
-        case 5: case 6: puts_(b, code[rn(sizeof code / sizeof code[0])]); break;
+        case 0: case 1: case 2: case 3: case 4: bd_strbuf_puts(b, prose[rn(sizeof prose / sizeof prose[0])]); break;
+        case 5: case 6: bd_strbuf_puts(b, code[rn(sizeof code / sizeof code[0])]); break;
         case 7: {
             char num[32];
             snprintf(num, sizeof num, "%u ", rn(1000000000));
-            puts_(b, num);
+            bd_strbuf_puts(b, num);
         } break;
         case 8: {
             int n = 1 + (int)rn(40);
-            for (int i = 0; i < n; i++) puts_(b, rn(3) ? " " : "\t");
+            for (int i = 0; i < n; i++) bd_strbuf_puts(b, rn(3) ? " " : "\t");
         } break;
-        default: puts_(b, prose[rn(3)]); break;
+        default: bd_strbuf_puts(b, prose[rn(3)]); break;
         }
     }
 }
@@ -98,7 +85,7 @@ typedef struct result {
     size_t n_tok;
 } result;
 
-static result run_braid(const tok_vocab *v, const sbuf *t, size_t chunk, int32_t *ids, size_t cap) {
+static result run_braid(const tok_vocab *v, const bd_strbuf *t, size_t chunk, int32_t *ids, size_t cap) {
     double best = 1e30;
     size_t total = 0;
     for (int round = 0; round < 2; round++) {
@@ -119,7 +106,7 @@ static result run_braid(const tok_vocab *v, const sbuf *t, size_t chunk, int32_t
 }
 
 #ifdef BRAID_BENCH_ORACLE
-static result run_llama(const struct llama_vocab *lv, const sbuf *t, size_t chunk, int32_t *ids, size_t cap) {
+static result run_llama(const struct llama_vocab *lv, const bd_strbuf *t, size_t chunk, int32_t *ids, size_t cap) {
     double best = 1e30;
     size_t total = 0;
     for (int round = 0; round < 2; round++) {
@@ -156,8 +143,12 @@ int main(int argc, char **argv) {
     snprintf(deflt, sizeof deflt, "%s/.cache/braid/oracle/3.22.1", getenv("HOME") ? getenv("HOME") : "/root");
     if (!root) root = deflt;
     snprintf(models, sizeof models, "%s/src/models", root);
-    sbuf text = {0};
+    bd_strbuf text = {0};
     make_text(&text, models, (size_t)(mb * 1e6));
+    if (bd_strbuf_status(&text) != BRAID_OK) {
+        fprintf(stderr, "bench_tokenizer: %s\n", braid_last_error());
+        return 1;
+    }
     printf("text: %.1f MB\n", text.n / 1e6);
 #ifdef BRAID_BENCH_ORACLE
     char libdir[1100];
@@ -206,6 +197,6 @@ int main(int argc, char **argv) {
     }
     free(a);
     free(b);
-    free(text.p);
+    bd_strbuf_free(&text);
     return 0;
 }

@@ -29,7 +29,9 @@ static void usage(FILE *f) {
             "  --vocab F    copy tokenizer.* from this GGUF (default: the qwen35 vocab test file of the oracle\n"
             "               cache); 'none': a dummy vocabulary of --n-vocab tokens (default 1024)\n"
             "  overrides:   --ctx --layers --embd --ff --heads --heads-kv --head-dim --rot --conv --state\n"
-            "               --k-heads --v-heads --inner --interval N, --rope-base X, --eps X, --pattern S\n");
+            "               --k-heads --v-heads --inner --interval N, --rope-base X, --eps X, --pattern S\n"
+            "               MoE (qwen35moe, qwen3next): --experts --experts-used --ff-exp --ff-shexp N,\n"
+            "               --gate-up 1 (merged ffn_gate_up_exps) or 2, --qkvz 1 (attn_qkv + attn_gate) or 2 (ssm_in)\n");
 }
 
 static int parse_i64(const char *opt, const char *v, int64_t *out) {
@@ -71,6 +73,9 @@ static int cmd_gen_model(int argc, char **argv) {
         {"--conv", offsetof(gen_shape, ssm_conv)},      {"--state", offsetof(gen_shape, ssm_state)},
         {"--k-heads", offsetof(gen_shape, ssm_groups)}, {"--v-heads", offsetof(gen_shape, ssm_heads)},
         {"--inner", offsetof(gen_shape, ssm_inner)},    {"--interval", offsetof(gen_shape, interval)},
+        {"--experts", offsetof(gen_shape, n_expert)},   {"--experts-used", offsetof(gen_shape, n_expert_used)},
+        {"--ff-exp", offsetof(gen_shape, n_ff_exp)},    {"--ff-shexp", offsetof(gen_shape, n_ff_shexp)},
+        {"--gate-up", offsetof(gen_shape, gate_up)},    {"--qkvz", offsetof(gen_shape, qkvz)},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

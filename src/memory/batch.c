@@ -16,6 +16,7 @@
 /* Gives back every block the batch holds (abort, or a failed begin). */
 static void release_blocks(mem *m, mem_batch *b) {
     if (!m->rs) return;
+    rs_ck_copy_release(m->rs, &b->ck_copy);
     for (int32_t i = 0; b->bs && i < b->n_bs; i++) {
         mem_bseq *q = &b->bs[i];
         rs_put(m->rs, q->work);
@@ -342,6 +343,7 @@ static void commit_replay(mem *m, mem_batch *b) {
         if (m->kv) kv_copy(m->kv, src, s, (uint32_t)n);
         hist_copy(m, &m->hist[s], &m->hist[src], n);
         rs_clear(rs, s);
+        rs_ck_copy_apply(rs, s, &b->ck_copy);
         m->approx[s] = m->approx[src] >= 0 && b->from > m->approx[src] ? m->approx[src] : -1;
     }
     rs->seq[s].live = q->work;

@@ -435,6 +435,17 @@ braid_status mem_seq_div_pos(mem *m, int32_t s, int32_t i0, int32_t i1, int32_t 
     return edit_pos(m, s, i0, i1, 0, k, "div_pos");
 }
 
+/* Plans copies of src's checkpoints up to n for dst (see rs_ck_copy_plan), with the lengths after the copy. */
+static braid_status plan_ck_copy(mem *m, int32_t src, int32_t dst, int32_t n, rs_ck_copy *c) {
+    int32_t *lens = bd_mallocn(m->p.n_seq_max, sizeof(int32_t));
+    if (!lens) return bd_error(BRAID_E_NOMEM, "memory: out of memory copying checkpoints");
+    for (uint32_t t = 0; t < m->p.n_seq_max; t++) lens[t] = m->hist[t].len;
+    lens[dst] = n;
+    braid_status st = rs_ck_copy_plan(m->rs, lens, src, dst, n, c);
+    bd_free(lens);
+    return st;
+}
+
 braid_status mem_seq_copy(mem *m, int32_t src, int32_t dst, int32_t n, mem_batch **replay) {
     *replay = NULL;
     BD_TRY(check_seq(m, src, "copy"));
@@ -446,20 +457,34 @@ braid_status mem_seq_copy(mem *m, int32_t src, int32_t dst, int32_t n, mem_batch
     BD_TRY(hist_reserve(m, &m->hist[dst], n, hist_count_erows(hs, n)));
     float *live = NULL;
     if (m->rs) {
+        /* The copy takes src's checkpoints too (as far as the budget allows): otherwise truncating the copy
+         * below the copy point, the usual next step when a cached prefix is reused, would replay from 0. */
         const float *blk;
         int found;
         state_at(m, src, n, &blk, &found);
         if (!found) {
             int32_t f = rs_ck_floor(m->rs, src, n);
             int32_t from = f >= 0 ? m->rs->seq[src].ck[f].idx : 0;
-            return mem_replay_new(m, MB_REPLAY_COPY, src, dst, from, n, f >= 0 ? m->rs->seq[src].ck[f].blk : NULL,
-                                  replay);
+            BD_TRY(mem_replay_new(m, MB_REPLAY_COPY, src, dst, from, n, f >= 0 ? m->rs->seq[src].ck[f].blk : NULL,
+                                  replay));
+            braid_status st = plan_ck_copy(m, src, dst, n, &(*replay)->ck_copy);
+            if (st != BRAID_OK) {
+                mem_batch_abort(m, *replay);
+                *replay = NULL;
+            }
+            return st;
         }
+        rs_ck_copy cc;
+        BD_TRY(plan_ck_copy(m, src, dst, n, &cc));
         if (blk) {
-            if (!(live = rs_get(m->rs))) return BRAID_E_NOMEM;
+            if (!(live = rs_get(m->rs))) {
+                rs_ck_copy_release(m->rs, &cc);
+                return BRAID_E_NOMEM;
+            }
             memcpy(live, blk, m->rs->block_bytes);
         }
         rs_clear(m->rs, dst);
+        rs_ck_copy_apply(m->rs, dst, &cc);
         m->rs->seq[dst].live = live;
         m->approx[dst] = m->approx[src] >= 0 && m->approx[src] < n ? m->approx[src] : -1;
     }

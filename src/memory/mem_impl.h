@@ -85,6 +85,7 @@ struct mem_batch {
     int32_t n_victims;
     /* replay: sequence `target` gets the state at `to`, computed from `from` on `source`'s inputs */
     int32_t source, target, from, to;
+    rs_ck_copy ck_copy;   /* replay of a copy: source's checkpoints for target, applied at commit */
 };
 
 /* ---- helpers shared by the files ---- */

@@ -234,6 +234,9 @@ braid_status mem_state_save(const mem *m, int32_t s, uint64_t fingerprint, const
 /* Same into a buffer allocated with bd_malloc (*data is owned by the caller; release with bd_free). */
 braid_status mem_state_save_alloc(const mem *m, int32_t s, uint64_t fingerprint, const char *desc, void **data,
                                   size_t *size);
+/* Same into a file (state_file.c). The bytes go to a temporary file beside `path` that is flushed to disk and
+ * then renamed over it, so a failed save (full disk, I/O error, out of memory) leaves any previous file at
+ * `path` as it was and no temporary behind. */
 braid_status mem_state_save_file(const mem *m, int32_t s, uint64_t fingerprint, const char *desc,
                                  const char *path);
 /* Loads a state saved with the same s-kind (sequence: into sequence s, replacing its content; whole memory:
@@ -241,7 +244,8 @@ braid_status mem_state_save_file(const mem *m, int32_t s, uint64_t fingerprint, 
  * lengths and checksums, ids, ranges, free cells); on any failure (BRAID_E_FORMAT, _MISMATCH, _FULL, _NOMEM,
  * _IO) the memory is unchanged. */
 braid_status mem_state_load(mem *m, int32_t s, uint64_t fingerprint, const void *data, size_t size);
-/* Reads the whole file first (load verifies before it changes anything). */
+/* Same from a file, mapped read-only rather than copied (a state can be gigabytes); the mapping is verified
+ * like a buffer before anything changes. */
 braid_status mem_state_load_file(mem *m, int32_t s, uint64_t fingerprint, const char *path);
 
 /* ---- checks ------------------------------------------------------------------------------------------------ */

@@ -235,6 +235,55 @@ braid_status rs_ck_plan_ex(const rs_mem *rs, const int32_t *lens, const rs_cand 
     return BRAID_OK;
 }
 
+braid_status rs_ck_copy_plan(rs_mem *rs, const int32_t *lens, int32_t src, int32_t dst, int32_t n, rs_ck_copy *out) {
+    memset(out, 0, sizeof *out);
+    const rs_seq *q = &rs->seq[src];
+    int32_t nc = 0;
+    while (nc < q->n_ck && q->ck[nc].idx <= n) nc++; /* ascending: the first nc are the ones to copy */
+    if (nc == 0 || rs->ck_max == 0) return BRAID_OK;
+    rs_cand *cand = bd_mallocn((size_t)nc, sizeof *cand);
+    uint8_t *keep = bd_mallocn((size_t)nc, 1);
+    out->victims = bd_mallocn(rs->n_ck_total + 1, sizeof *out->victims);
+    out->ck = bd_mallocn((size_t)nc, sizeof *out->ck);
+    braid_status st = cand && keep && out->victims && out->ck
+                          ? BRAID_OK
+                          : bd_error(BRAID_E_NOMEM, "rs: out of memory copying checkpoints");
+    for (int32_t j = 0; st == BRAID_OK && j < nc; j++) cand[j] = (rs_cand){dst, q->ck[j].idx};
+    if (st == BRAID_OK) st = rs_ck_plan_ex(rs, lens, cand, nc, dst, out->victims, &out->n_victims, keep);
+    int32_t nk = 0;
+    for (int32_t j = 0; st == BRAID_OK && j < nc; j++) nk += keep[j];
+    if (st == BRAID_OK) st = rs_ck_reserve(rs, dst, nk);
+    for (int32_t j = 0; st == BRAID_OK && j < nc; j++) {
+        if (!keep[j]) continue;
+        float *blk = rs_get(rs);
+        if (!blk) {
+            st = BRAID_E_NOMEM;
+            break;
+        }
+        memcpy(blk, q->ck[j].blk, rs->block_bytes);
+        out->ck[out->n++] = (rs_ckpt){q->ck[j].idx, blk};
+    }
+    bd_free(cand);
+    bd_free(keep);
+    if (st != BRAID_OK) rs_ck_copy_release(rs, out);
+    return st;
+}
+
+void rs_ck_copy_apply(rs_mem *rs, int32_t dst, rs_ck_copy *c) {
+    for (int32_t v = 0; v < c->n_victims; v++)
+        rs_ck_drop(rs, c->victims[v].seq, rs_ck_find(rs, c->victims[v].seq, c->victims[v].idx));
+    for (int32_t i = 0; i < c->n; i++) rs_ck_insert(rs, dst, c->ck[i].idx, c->ck[i].blk);
+    c->n = 0;
+    rs_ck_copy_release(rs, c);
+}
+
+void rs_ck_copy_release(rs_mem *rs, rs_ck_copy *c) {
+    for (int32_t i = 0; i < c->n; i++) rs_put(rs, c->ck[i].blk);
+    bd_free(c->ck);
+    bd_free(c->victims);
+    memset(c, 0, sizeof *c);
+}
+
 braid_status rs_check_seq(const rs_mem *rs, int32_t s, int32_t L) {
     const rs_seq *q = &rs->seq[s];
     if (L > 0 && !q->live) return bd_error(BRAID_E_INVALID, "rs: seq %d has %d inputs but no live state", s, L);

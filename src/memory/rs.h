@@ -92,6 +92,22 @@ braid_status rs_ck_plan(const rs_mem *rs, const int32_t *lens, const rs_cand *ca
 braid_status rs_ck_plan_ex(const rs_mem *rs, const int32_t *lens, const rs_cand *cand, int32_t n_cand, int32_t gone,
                            rs_cand *victims, int32_t *n_victims, uint8_t *keep);
 
+/* Copies of sequence src's checkpoints at indices <= n for sequence dst (a sequence copy, so that truncating
+ * the copy later restores from a checkpoint instead of replaying from 0). rs_ck_copy_plan plans them against
+ * the budget with dst's current checkpoints counted as gone and lens[] the lengths after the copy, reserves
+ * dst's capacity, and allocates and fills the kept copies' blocks: nothing visible changes, and on failure
+ * nothing is held. rs_ck_copy_apply (after dst was cleared) evicts the planned victims and inserts the copies;
+ * rs_ck_copy_release gives everything back unused. */
+typedef struct rs_ck_copy {
+    rs_ckpt *ck;        /* [n] the copies, ascending idx */
+    int32_t n;
+    rs_cand *victims;   /* [n_victims] existing checkpoints to evict */
+    int32_t n_victims;
+} rs_ck_copy;
+braid_status rs_ck_copy_plan(rs_mem *rs, const int32_t *lens, int32_t src, int32_t dst, int32_t n, rs_ck_copy *out);
+void rs_ck_copy_apply(rs_mem *rs, int32_t dst, rs_ck_copy *c);
+void rs_ck_copy_release(rs_mem *rs, rs_ck_copy *c);
+
 /* Invariants of s's states for a sequence of length len (no allocation); rs_check_total after all sequences. */
 braid_status rs_check_seq(const rs_mem *rs, int32_t s, int32_t len);
 braid_status rs_check_total(const rs_mem *rs);

@@ -310,20 +310,6 @@ braid_status mem_state_save_alloc(const mem *m, int32_t s, uint64_t fingerprint,
     return BRAID_OK;
 }
 
-static braid_status file_write(void *user, const void *data, size_t n) {
-    if (fwrite(data, 1, n, (FILE *)user) != n) return bd_error(BRAID_E_IO, "state: short write");
-    return BRAID_OK;
-}
-
-braid_status mem_state_save_file(const mem *m, int32_t s, uint64_t fingerprint, const char *desc, const char *path) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return bd_error(BRAID_E_IO, "state: cannot open %s for writing", path);
-    mem_writer w = {file_write, f};
-    braid_status st = mem_state_save(m, s, fingerprint, desc, &w);
-    if (fclose(f) != 0 && st == BRAID_OK) st = bd_error(BRAID_E_IO, "state: writing %s failed", path);
-    return st;
-}
-
 /* ---- reading ------------------------------------------------------------------------------------------- */
 
 typedef struct rd {
@@ -740,22 +726,5 @@ done:
     bd_free(victims);
     bd_free(cellmap);
     bd_free(sq);
-    return st;
-}
-
-braid_status mem_state_load_file(mem *m, int32_t s, uint64_t fingerprint, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return bd_error(BRAID_E_IO, "state: cannot open %s", path);
-    braid_status st = BRAID_OK;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
-        st = bd_error(BRAID_E_IO, "state: cannot size %s", path);
-    uint8_t *buf = NULL;
-    if (st == BRAID_OK && !(buf = bd_malloc((size_t)n)))
-        st = bd_error(BRAID_E_NOMEM, "state: out of memory for %ld bytes of %s", n, path);
-    if (st == BRAID_OK && fread(buf, 1, (size_t)n, f) != (size_t)n) st = bd_error(BRAID_E_IO, "state: short read of %s", path);
-    fclose(f);
-    if (st == BRAID_OK) st = mem_state_load(m, s, fingerprint, buf, (size_t)n);
-    bd_free(buf);
     return st;
 }

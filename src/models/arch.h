@@ -92,6 +92,6 @@ typedef struct bd_arch {
 /* The architecture named by general.architecture, or NULL. */
 const bd_arch *bd_arch_find(const char *name, size_t len);
 
-extern const bd_arch bd_arch_qwen35;
+extern const bd_arch bd_arch_qwen35, bd_arch_qwen35moe, bd_arch_qwen3next; /* qwen35.c: one family */
 
 #endif

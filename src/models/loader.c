@@ -112,15 +112,15 @@ braid_status bd_key_i32_array(const bd_loader *l, const char *suffix, uint32_t c
     return BRAID_OK;
 }
 
-braid_status bd_bind(bd_loader *l, const char *name, int64_t ne0, int64_t ne1, int f32_only, int required,
-                     bd_weight *out) {
+braid_status bd_bind3(bd_loader *l, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, int f32_only,
+                      int required, bd_weight *out) {
     memset(out, 0, sizeof *out);
     const gguf_tensor *t = gguf_find_tensor(l->f, name);
     if (!t) return required ? bd_error(BRAID_E_FORMAT, "missing tensor %s", name) : BRAID_OK;
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
         return bd_error(BRAID_E_FORMAT,
-                        "tensor %s has wrong shape; expected {%lld, %lld}, got {%lld, %lld, %lld, %lld}", name,
-                        (long long)ne0, (long long)ne1, (long long)t->ne[0], (long long)t->ne[1],
+                        "tensor %s has wrong shape; expected {%lld, %lld, %lld}, got {%lld, %lld, %lld, %lld}", name,
+                        (long long)ne0, (long long)ne1, (long long)ne2, (long long)t->ne[0], (long long)t->ne[1],
                         (long long)t->ne[2], (long long)t->ne[3]);
     const bd_type_traits *tr = bd_type_traits_get(t->type);
     if (!tr || tr->blck_size == 0 || t->type == BD_TYPE_Q8_K)
@@ -139,6 +139,18 @@ braid_status bd_bind(bd_loader *l, const char *name, int64_t ne0, int64_t ne1, i
     for (size_t i = 0; i < l->n_tensors; i++)
         if (gguf_tensor_at(l->f, i) == t) l->used[i] = 1;
     return BRAID_OK;
+}
+
+braid_status bd_bind(bd_loader *l, const char *name, int64_t ne0, int64_t ne1, int f32_only, int required,
+                     bd_weight *out) {
+    return bd_bind3(l, name, ne0, ne1, 1, f32_only, required, out);
+}
+
+braid_status bd_bind_layer3(bd_loader *l, int il, const char *suffix, int64_t ne0, int64_t ne1, int64_t ne2,
+                            int f32_only, int required, bd_weight *out) {
+    char name[256];
+    snprintf(name, sizeof name, "blk.%d.%s", il, suffix);
+    return bd_bind3(l, name, ne0, ne1, ne2, f32_only, required, out);
 }
 
 braid_status bd_bind_layer(bd_loader *l, int il, const char *suffix, int64_t ne0, int64_t ne1, int f32_only,

@@ -53,6 +53,12 @@ BRAID_NODISCARD braid_status bd_bind(bd_loader *l, const char *name, int64_t ne0
 /* The same with the name "blk.<il>.<suffix>". */
 BRAID_NODISCARD braid_status bd_bind_layer(bd_loader *l, int il, const char *suffix, int64_t ne0, int64_t ne1,
                                            int f32_only, int required, bd_weight *out);
+/* A stack of ne2 matrices {ne0, ne1} (MoE experts, ggml ne = {n_in, n_out, n_expert}): *out is matrix 0;
+ * matrix e starts (size_t)e * ne1 * out->row_size bytes further. */
+BRAID_NODISCARD braid_status bd_bind3(bd_loader *l, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                                      int f32_only, int required, bd_weight *out);
+BRAID_NODISCARD braid_status bd_bind_layer3(bd_loader *l, int il, const char *suffix, int64_t ne0, int64_t ne1,
+                                            int64_t ne2, int f32_only, int required, bd_weight *out);
 /* Marks tensors of layers >= first_skipped_layer (MTP/NextN blocks that the main forward never runs) as used,
  * then fails with BRAID_E_FORMAT naming the first tensor that nobody bound. */
 BRAID_NODISCARD braid_status bd_loader_finish(bd_loader *l, int first_skipped_layer);

@@ -10,7 +10,11 @@
  *
  * Memory is seen through bd_fwd_memory (arch.h): K/V rows in cells for attention layers, conv + delta states
  * for recurrent ones, stored in llama.cpp's layouts (conv rm[conv_dim][d_conv-1], time fastest; delta state
- * rm[H_v][S(j)][S(i)], i.e. each head's matrix transposed) so that the two are easy to compare. */
+ * rm[H_v][S(j)][S(i)], i.e. each head's matrix transposed) so that the two are easy to compare.
+ *
+ * The same code runs the family's other members (variant below): qwen35moe (§1.12: the FFN is moe.h's MoE) and
+ * qwen3next (§1.13: MoE FFN, plain NEOX RoPE on one position component, GDN projections grouped by key head
+ * and q/k heads repeated interleaved, the array transforms of qwen3next.h). */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,9 +26,14 @@
 #include "models/blocks.h"
 #include "tensor/ops.h"
 #include "models/loader.h"
+#include "models/moe.h"
+#include "models/qwen3next.h"
 #include "tensor/types.h"
 
 #define QW_MAX_ROT_PAIRS 512
+
+typedef enum qw_variant { QW_QWEN35, QW_QWEN35MOE, QW_QWEN3NEXT } qw_variant;
+static const char *const qw_arch_name[] = {"qwen35", "qwen35moe", "qwen3next"};
 
 /* Hyperparameters; plain fixed-width fields so that their bytes feed the model fingerprint. */
 typedef struct qw_hparams {
@@ -57,13 +66,20 @@ typedef struct qw_layer {
     bd_weight walpha;     /* [H_v][n_embd] */
     bd_weight ssm_norm;   /* [S] */
     bd_weight ssm_out;    /* [n_embd][value_dim] */
+    /* qwen3next GDN: ssm_in (legacy, instead of wqkv + wgate) [H_k][q S ‖ k S ‖ v rS ‖ z rS][n_embd];
+     * ssm_ba (instead of wbeta, walpha) [H_k][b r ‖ a r][n_embd] */
+    bd_weight ssm_in, ssm_ba;
     /* SwiGLU FFN */
     bd_weight ffn_gate, ffn_up; /* [n_ff][n_embd] */
     bd_weight ffn_down;         /* [n_embd][n_ff] */
+    moe_weights moe;            /* qwen35moe, qwen3next: instead of the dense FFN */
 } qw_layer;
 
 typedef struct qwen35 {
+    qw_variant variant;
     qw_hparams hp;
+    moe_hparams moe;     /* variants with a MoE FFN */
+    int32_t n_pos;       /* position components per row in bd_fwd_batch.pos: 4 (M-RoPE) or 1 (qwen3next) */
     uint8_t rope_comp[QW_MAX_ROT_PAIRS]; /* position component (0 t, 1 y, 2 x, 3 e) of each rotated pair */
     uint8_t *is_recr;                    /* [n_layer] */
     int32_t *attn_layer, *recr_layer;
@@ -71,7 +87,7 @@ typedef struct qwen35 {
     bd_weight output_norm; /* [n_embd] */
     bd_weight output;      /* [n_vocab][n_embd] (token_embd when tied) */
     qw_layer *layers;      /* [n_layer] */
-    uint8_t *fp_bytes;     /* hparams ‖ layer kinds, for the fingerprint */
+    uint8_t *fp_bytes;     /* hparams ‖ layer kinds (‖ MoE hparams), for the fingerprint */
     size_t fp_len;
 } qwen35;
 
@@ -123,7 +139,7 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
                               tmp[0], tmp[i]);
     }
     if (st == BRAID_OK && hp->n_head_kv == 0) hp->n_head_kv = hp->n_head;
-    if (st == BRAID_OK && (hp->n_head == 0 || hp->n_ff == 0))
+    if (st == BRAID_OK && (hp->n_head == 0 || (hp->n_ff == 0 && m->variant == QW_QWEN35)))
         st = bd_error(BRAID_E_FORMAT, "qwen35: attention.head_count and feed_forward_length are required");
 
     /* Layer kinds (§1.3). */
@@ -165,7 +181,8 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
     hp->freq_scale = factor > 0.0f ? 1.0f / factor : 1.0f;
     BD_TRY(bd_key_f32(l, "attention.layer_norm_rms_epsilon", 1, &hp->eps));
     int found;
-    BD_TRY(bd_key_i32_array(l, "rope.dimension_sections", 4, 1, hp->sections, &found));
+    if (m->variant != QW_QWEN3NEXT) /* qwen3next: plain NEOX RoPE, sections not read */
+        BD_TRY(bd_key_i32_array(l, "rope.dimension_sections", 4, 1, hp->sections, &found));
     BD_TRY(bd_key_u32(l, "ssm.conv_kernel", 1, &hp->d_conv));
     BD_TRY(bd_key_u32(l, "ssm.inner_size", 1, &hp->d_inner));
     BD_TRY(bd_key_u32(l, "ssm.state_size", 1, &hp->S));
@@ -181,11 +198,11 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
         return bd_error(BRAID_E_FORMAT, "qwen35: rope.dimension_count %u must be even and <= head_dim %u", hp->n_rot,
                         hd);
     int64_t sect = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4 && m->variant != QW_QWEN3NEXT; i++) {
         if (hp->sections[i] < 0) return bd_error(BRAID_E_FORMAT, "qwen35: negative rope section");
         sect += hp->sections[i];
     }
-    if (sect <= 0 || sect > hd || (hp->sections[0] | hp->sections[1] | hp->sections[2]) == 0)
+    if (m->variant != QW_QWEN3NEXT && (sect <= 0 || sect > hd || (hp->sections[0] | hp->sections[1] | hp->sections[2]) == 0))
         return bd_error(BRAID_E_FORMAT, "qwen35: rope.dimension_sections sum %lld must be in 1..head_dim %u",
                         (long long)sect, hd);
     if (hp->S == 0 || hp->S > 4096 || hp->H_k == 0 || hp->H_v == 0 || hp->H_v % hp->H_k)
@@ -199,10 +216,11 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
     hp->key_dim = hp->S * hp->H_k;
     hp->value_dim = hp->S * hp->H_v;
     hp->conv_dim = 2 * hp->key_dim + hp->value_dim;
+    if (m->variant != QW_QWEN35) BD_TRY(moe_load_hparams(l, hp->n_layer_all, hp->n_layer, hp->n_ff, &m->moe));
 
-    /* IMROPE (§1.6): which position component each rotated pair uses. */
+    /* IMROPE (§1.6): which position component each rotated pair uses (qwen3next: all the only one, 0). */
     const int32_t *s = hp->sections;
-    for (uint32_t k = 0; k < hp->n_rot / 2; k++) {
+    for (uint32_t k = 0; k < hp->n_rot / 2 && m->variant != QW_QWEN3NEXT; k++) {
         int32_t sector = (int32_t)(k % (uint32_t)sect);
         uint8_t c = 3;
         if (sector % 3 == 1 && sector < 3 * s[1]) c = 1;
@@ -252,6 +270,18 @@ static braid_status qw_bind(qwen35 *m, bd_loader *l) {
             BD_TRY(bd_bind_layer(l, il, "attn_output.weight", hd * nh, E, 0, 1, &L->wo));
             BD_TRY(bd_bind_layer(l, il, "attn_q_norm.weight", hd, 1, 1, 1, &L->q_norm));
             BD_TRY(bd_bind_layer(l, il, "attn_k_norm.weight", hd, 1, 1, 1, &L->k_norm));
+        } else if (m->variant == QW_QWEN3NEXT) {
+            /* attn_qkv + attn_gate (current converter) or the legacy grouped ssm_in */
+            BD_TRY(bd_bind_layer(l, il, "attn_qkv.weight", E, hp->conv_dim, 0, 0, &L->wqkv));
+            BD_TRY(bd_bind_layer(l, il, "attn_gate.weight", E, hp->value_dim, 0, L->wqkv.data != NULL, &L->wgate));
+            if (!L->wqkv.data)
+                BD_TRY(bd_bind_layer(l, il, "ssm_in.weight", E, hp->conv_dim + hp->value_dim, 0, 1, &L->ssm_in));
+            BD_TRY(bd_bind_layer(l, il, "ssm_conv1d.weight", hp->d_conv, hp->conv_dim, 1, 1, &L->conv1d));
+            BD_TRY(bd_bind_layer(l, il, "ssm_dt.bias", hp->H_v, 1, 1, 1, &L->dt_bias));
+            BD_TRY(bd_bind_layer(l, il, "ssm_a", hp->H_v, 1, 1, 1, &L->ssm_a));
+            BD_TRY(bd_bind_layer(l, il, "ssm_ba.weight", E, 2 * hp->H_v, 0, 1, &L->ssm_ba));
+            BD_TRY(bd_bind_layer(l, il, "ssm_norm.weight", hp->S, 1, 1, 1, &L->ssm_norm));
+            BD_TRY(bd_bind_layer(l, il, "ssm_out.weight", hp->value_dim, E, 0, 1, &L->ssm_out));
         } else {
             BD_TRY(bd_bind_layer(l, il, "attn_qkv.weight", E, hp->conv_dim, 0, 1, &L->wqkv));
             BD_TRY(bd_bind_layer(l, il, "attn_gate.weight", E, hp->value_dim, 0, 1, &L->wgate));
@@ -263,6 +293,10 @@ static braid_status qw_bind(qwen35 *m, bd_loader *l) {
             BD_TRY(bd_bind_layer(l, il, "ssm_norm.weight", hp->S, 1, 1, 1, &L->ssm_norm));
             BD_TRY(bd_bind_layer(l, il, "ssm_out.weight", hp->value_dim, E, 0, 1, &L->ssm_out));
         }
+        if (m->variant != QW_QWEN35) {
+            BD_TRY(moe_bind(l, (int)il, E, &m->moe, &L->moe));
+            continue;
+        }
         BD_TRY(bd_bind_layer(l, il, "ffn_gate.weight", E, hp->n_ff, 0, 1, &L->ffn_gate));
         BD_TRY(bd_bind_layer(l, il, "ffn_up.weight", E, hp->n_ff, 0, 1, &L->ffn_up));
         BD_TRY(bd_bind_layer(l, il, "ffn_down.weight", hp->n_ff, E, 0, 1, &L->ffn_down));
@@ -270,11 +304,14 @@ static braid_status qw_bind(qwen35 *m, bd_loader *l) {
     return bd_loader_finish(l, (int)hp->n_layer);
 }
 
-static braid_status qw_load(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+static braid_status qw_load(const gguf_file *f, int32_t n_vocab, qw_variant variant, void **data,
+                            bd_mem_layout *layout) {
     qwen35 *m = bd_calloc(1, sizeof *m);
     if (!m) return bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
+    m->variant = variant;
+    m->n_pos = variant == QW_QWEN3NEXT ? 1 : 4;
     bd_loader l;
-    braid_status st = bd_loader_init(&l, f, "qwen35");
+    braid_status st = bd_loader_init(&l, f, qw_arch_name[variant]);
     if (st == BRAID_OK) st = qw_load_hparams(m, &l);
     if (st == BRAID_OK && n_vocab <= 0) st = bd_error(BRAID_E_FORMAT, "qwen35: the vocabulary is empty");
     const qw_hparams *hp = &m->hp;
@@ -283,7 +320,7 @@ static braid_status qw_load(const gguf_file *f, int32_t n_vocab, void **data, bd
         m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
         m->attn_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
         m->recr_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->fp_len = sizeof m->hp + hp->n_layer;
+        m->fp_len = sizeof m->hp + hp->n_layer + (variant != QW_QWEN35 ? sizeof m->moe : 0);
         m->fp_bytes = bd_malloc(m->fp_len);
         if (!m->layers || !m->attn_layer || !m->recr_layer || !m->fp_bytes)
             st = bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
@@ -296,7 +333,7 @@ static braid_status qw_load(const gguf_file *f, int32_t n_vocab, void **data, bd
     }
     memset(layout, 0, sizeof *layout);
     layout->n_layer = (int32_t)hp->n_layer;
-    layout->n_pos_per_token = 4;
+    layout->n_pos_per_token = m->n_pos;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         qw_layer *L = &m->layers[il];
         if (L->recurrent) L->slot = layout->n_recr, m->recr_layer[layout->n_recr++] = (int32_t)il;
@@ -310,6 +347,7 @@ static braid_status qw_load(const gguf_file *f, int32_t n_vocab, void **data, bd
     layout->n_ssm = (int64_t)hp->S * hp->S * hp->H_v;
     memcpy(m->fp_bytes, &m->hp, sizeof m->hp);
     memcpy(m->fp_bytes + sizeof m->hp, m->is_recr, hp->n_layer);
+    if (variant != QW_QWEN35) memcpy(m->fp_bytes + sizeof m->hp + hp->n_layer, &m->moe, sizeof m->moe);
     *data = m;
     return BRAID_OK;
 }
@@ -338,6 +376,9 @@ typedef struct qw_scratch {
     float *delta;  /* [threads][S] per-thread temporary (silu(z) of one head) */
     float *rope;   /* [T][n_rot/2][2] cos, sin per row */
     float *y;      /* [T][conv_dim] conv output (GDN q ‖ k ‖ v) */
+    float *pre;    /* qwen3next: [T][max(2*H_v, conv_dim + value_dim if ssm_in)] grouped projections before split */
+    float *qk;     /* qwen3next with H_v > H_k: [T][2][value_dim] q ‖ k heads repeated per value head */
+    void *moe;     /* MoE FFN scratch (moe_scratch_size) */
     const int32_t **vis; /* [T] the visible cells of each row (its sequence's cell list) */
     void *wbuf;    /* matmul activation conversion */
     void *att;     /* bd_attention's scratch (scores per thread), att_bytes long */
@@ -370,6 +411,16 @@ static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, in
     QW_TAKE(delta, (size_t)hp->S * n_threads);
     QW_TAKE(rope, (size_t)T * hp->n_rot);
     QW_TAKE(y, (size_t)T * hp->conv_dim);
+    if (m->variant == QW_QWEN3NEXT) {
+        int legacy = 0;
+        for (uint32_t il = 0; il < hp->n_layer; il++) legacy |= m->layers[il].ssm_in.data != NULL;
+        QW_TAKE(pre, (size_t)T * maxz(2u * hp->H_v, legacy ? hp->conv_dim + hp->value_dim : 0));
+        if (hp->H_v != hp->H_k) QW_TAKE(qk, (size_t)T * 2 * hp->value_dim);
+    }
+    if (m->variant != QW_QWEN35) {
+        s->moe = base ? base + off : NULL;
+        off += (moe_scratch_size(&m->moe, hp->n_embd, T) + 63) & ~(size_t)63;
+    }
     /* The largest activation conversion any matmul of this model needs. */
     size_t w = 0;
     const bd_weight *gl[] = {&m->output};
@@ -377,9 +428,10 @@ static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, in
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const qw_layer *L = &m->layers[il];
         const bd_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wqkv, &L->wgate, &L->wbeta, &L->walpha,
-                                 &L->ssm_out, &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+                                 &L->ssm_out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->ssm_in, &L->ssm_ba};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (ws[i]->data) w = maxz(w, blk_matmul_wsize(ws[i]->type, ws[i]->n_in, T));
+        if (m->variant != QW_QWEN35) w = maxz(w, moe_wsize(&L->moe, T));
     }
     s->wbuf = base ? base + off : NULL;
     off += (w + 63) & ~(size_t)63;
@@ -416,7 +468,7 @@ static void qw_rope_cache(const qwen35 *m, const braid_pos *pos, int32_t T, floa
     const float theta_scale = powf(hp->freq_base, -2.0f / (float)hp->n_rot);
     for (int32_t t = 0; t < T; t++) {
         float theta[4];
-        for (int c = 0; c < 4; c++) theta[c] = (float)pos[4 * t + c];
+        for (int c = 0; c < 4; c++) theta[c] = c < m->n_pos ? (float)pos[m->n_pos * t + c] : 0.0f;
         float *row = cs + (size_t)t * hp->n_rot;
         for (uint32_t k = 0; k < hp->n_rot / 2; k++) {
             const float th = hp->freq_scale * theta[m->rope_comp[k]];
@@ -512,8 +564,26 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
     float *z = s->k;      /* [T][value_dim] */
     float *beta = s->ba, *alpha = s->ba + (size_t)T * Hv; /* [T][H_v] each */
 
-    blk_matmul_multi(tp, (const bd_weight *[]){&L->wqkv, &L->wgate, &L->wbeta, &L->walpha},
-                     (float *[]){mixed, z, beta, alpha}, 4, s->u, T, s->wbuf);
+    const int grp = Hv / Hk; /* value heads per key head */
+    if (!L->ssm_in.data && !L->ssm_ba.data) { /* qwen35: the four projections of u in one dispatch */
+        blk_matmul_multi(tp, (const bd_weight *[]){&L->wqkv, &L->wgate, &L->wbeta, &L->walpha},
+                         (float *[]){mixed, z, beta, alpha}, 4, s->u, T, s->wbuf);
+    } else {
+        if (L->ssm_in.data) { /* qwen3next legacy: one grouped projection, split into q ‖ k ‖ v and z */
+            blk_matmul(tp, &L->ssm_in, s->u, T, s->pre, s->wbuf);
+            q3n_split_qkvz(s->pre, T, S, Hk, grp, mixed, C, z, hp->value_dim);
+        } else {
+            blk_matmul(tp, &L->wqkv, s->u, T, mixed, s->wbuf);
+            blk_matmul(tp, &L->wgate, s->u, T, z, s->wbuf);
+        }
+        if (L->ssm_ba.data) { /* qwen3next: b and a grouped by key head in one projection */
+            blk_matmul(tp, &L->ssm_ba, s->u, T, s->pre, s->wbuf);
+            q3n_split_ba(s->pre, T, Hk, grp, beta, alpha);
+        } else {
+            blk_matmul(tp, &L->wbeta, s->u, T, beta, s->wbuf);
+            blk_matmul(tp, &L->walpha, s->u, T, alpha, s->wbuf);
+        }
+    }
 
     /* β = sigmoid(b); g = softplus(a + dt_bias) ⊙ A (A < 0, so g <= 0) */
     const float *A = L->ssm_a.data, *dt_bias = L->dt_bias.data;
@@ -546,7 +616,13 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
                          mem->conv_row ? mem->conv_row + (size_t)L->slot * T + t0 : NULL);
         for (int32_t t = t0; t < t1; t++)
             bd_l2norm_rows(NULL, s->y + (size_t)t * C, S, s->y + (size_t)t * C, S, S, 2 * Hk, hp->eps);
-        bd_gdn(tp, t1 - t0, Hk, Hv, S, y0, C, y0 + KD, C, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
+        const float *q = y0, *k = y0 + KD;
+        int64_t ldqk = C, hk = Hk;
+        if (m->variant == QW_QWEN3NEXT && Hv != Hk) { /* value head h reads key head h / r: repeat, then 1:1 */
+            q3n_repeat_qk(y0, C, t1 - t0, S, Hk, grp, s->qk);
+            q = s->qk, k = s->qk + hp->value_dim, ldqk = 2 * (int64_t)hp->value_dim, hk = Hv;
+        }
+        bd_gdn(tp, t1 - t0, (int)hk, Hv, S, q, ldqk, k, ldqk, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
                beta + (size_t)t0 * Hv, mem->ssm_out[r], s->o + (size_t)t0 * hp->value_dim, hp->value_dim,
                mem->ssm_row ? mem->ssm_row + (size_t)L->slot * T + t0 : NULL);
         t0 = t1;
@@ -604,7 +680,8 @@ static void qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool
         /* x = h + FFN(RMSNorm(h)) */
         for (int32_t t = 0; t < T; t++)
             bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->post_norm.data, E, hp->eps);
-        qw_ffn(L, &s, tp, T, s.f);
+        if (m->variant == QW_QWEN35) qw_ffn(L, &s, tp, T, s.f);
+        else moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf);
         for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += s.f[i];
     }
 
@@ -630,9 +707,41 @@ static void qw_rerotate_k(const void *data, float *k_row, const braid_pos *old_p
     for (uint32_t j = 0; j < hp->n_head_kv; j++) qw_rope_head(k_row + (size_t)j * hp->head_dim, cs, hp->n_rot);
 }
 
+static braid_status qw_load_qwen35(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    return qw_load(f, n_vocab, QW_QWEN35, data, layout);
+}
+static braid_status qw_load_qwen35moe(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    return qw_load(f, n_vocab, QW_QWEN35MOE, data, layout);
+}
+static braid_status qw_load_qwen3next(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    return qw_load(f, n_vocab, QW_QWEN3NEXT, data, layout);
+}
+
 const bd_arch bd_arch_qwen35 = {
     .name = "qwen35",
-    .load = qw_load,
+    .load = qw_load_qwen35,
+    .free_data = qw_free,
+    .n_embd = qw_n_embd,
+    .hparams_bytes = qw_hparams_bytes,
+    .scratch_size = qw_scratch_size,
+    .forward = qw_forward,
+    .rerotate_k = qw_rerotate_k,
+};
+
+const bd_arch bd_arch_qwen35moe = {
+    .name = "qwen35moe",
+    .load = qw_load_qwen35moe,
+    .free_data = qw_free,
+    .n_embd = qw_n_embd,
+    .hparams_bytes = qw_hparams_bytes,
+    .scratch_size = qw_scratch_size,
+    .forward = qw_forward,
+    .rerotate_k = qw_rerotate_k,
+};
+
+const bd_arch bd_arch_qwen3next = {
+    .name = "qwen3next",
+    .load = qw_load_qwen3next,
     .free_data = qw_free,
     .n_embd = qw_n_embd,
     .hparams_bytes = qw_hparams_bytes,

@@ -79,7 +79,7 @@ static int run_braid(const char *const *args) {
     return WEXITSTATUS(st);
 }
 
-/* Every tensor: 1-D ones, norms, A/D and conv kernels F32; matrices `want` where their rows fit its blocks,
+/* Every tensor: 1-D ones, norms, A/D, conv kernels and MoE routers F32; matrices `want` where their rows fit its blocks,
  * else the documented fallback (q8_0 when rows are a multiple of 32, else f16). strict: no fallback at all. */
 static void check_types(const char *path, uint32_t want, int strict) {
     gguf_file *f;
@@ -90,7 +90,7 @@ static void check_types(const char *path, uint32_t want, int strict) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         size_t len = strlen(t->name);
         int f32_only = t->n_dims == 1 || strstr(t->name, "conv1d") || strstr(t->name, ".conv.weight") ||
-                       strstr(t->name, "norm") ||
+                       strstr(t->name, "norm") || strstr(t->name, "ffn_gate_inp") || /* MoE routers */
                        (len > 6 && (!strcmp(t->name + len - 6, ".ssm_a") || !strcmp(t->name + len - 6, ".ssm_d")));
         uint32_t expect = want;
         if (f32_only) expect = BRAID_TYPE_F32;

@@ -24,6 +24,7 @@
 #include <llama.h>
 
 #include "base/alloc.h"
+#include "base/strbuf.h"
 #include "test.h"
 #include "vocab_files.h"
 #include "tokenizer/vocab.h"
@@ -39,30 +40,6 @@ static uint64_t rnd(void) {
 }
 static uint32_t rn(uint32_t n) { return (uint32_t)(rnd() % n); }
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-} sbuf;
-static void put(sbuf *b, const void *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
-static void put_cp(sbuf *b, uint32_t c) {
-    char u[4];
-    size_t n;
-    if (c < 0x80) u[0] = (char)c, n = 1;
-    else if (c < 0x800) u[0] = (char)(0xC0 | c >> 6), u[1] = (char)(0x80 | (c & 63)), n = 2;
-    else if (c < 0x10000) u[0] = (char)(0xE0 | c >> 12), u[1] = (char)(0x80 | ((c >> 6) & 63)), u[2] = (char)(0x80 | (c & 63)), n = 3;
-    else u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | ((c >> 12) & 63)), u[2] = (char)(0x80 | ((c >> 6) & 63)),
-         u[3] = (char)(0x80 | (c & 63)), n = 4;
-    put(b, u, n);
-}
 
 static const char *const words[] = {"the", "The", "THE", "hello", "world", "Hello", "don't", "I'm", "we'll", "they've",
                                     "you're", "it's", "'s", "'T", "'LL", "'Re", "naïve", "café", "über", "Straße",
@@ -78,107 +55,107 @@ static const char *const ws[] = {" ", "  ", "   ", "\t", "\n", "\r\n", "\n\n", "
 static const uint32_t emoji[] = {0x1F600, 0x1F602, 0x1F923, 0x1F44D, 0x1F469, 0x1F468, 0x1F467, 0x1F466, 0x2764,
                                  0x1F525, 0x1F680, 0x1F999, 0x1F3F3, 0x26A1, 0x1F9D1, 0x1F4A9, 0x2705, 0x1F1FA, 0x1F1F8};
 
-static void gen_random_cp(sbuf *b) {
+static void gen_random_cp(bd_strbuf *b) {
     int n = 1 + (int)rn(12);
     for (int i = 0; i < n; i++) {
         uint32_t plane = rn(17), c;
         if (rn(3) == 0) plane = 0;
         c = plane * 0x10000 + rn(0x10000);
         if (c >= 0xD800 && c <= 0xDFFF && rn(4)) c = 'a' + rn(26); /* keep a few surrogates */
-        put_cp(b, c);
+        bd_strbuf_put_cp(b, c);
     }
 }
 
-static void gen_emoji(sbuf *b) {
+static void gen_emoji(bd_strbuf *b) {
     int n = 1 + (int)rn(4);
     for (int i = 0; i < n; i++) {
-        put_cp(b, emoji[rn(sizeof emoji / sizeof emoji[0])]);
+        bd_strbuf_put_cp(b, emoji[rn(sizeof emoji / sizeof emoji[0])]);
         switch (rn(5)) {
-        case 0: put_cp(b, 0x1F3FB + rn(5)); break;   /* skin tone */
-        case 1: put_cp(b, 0x200D); put_cp(b, emoji[rn(sizeof emoji / sizeof emoji[0])]); break; /* ZWJ */
-        case 2: put_cp(b, 0xFE0F); break;            /* VS16 */
-        case 3: put_cp(b, 0x1F1E6 + rn(26)); put_cp(b, 0x1F1E6 + rn(26)); break; /* flag */
+        case 0: bd_strbuf_put_cp(b, 0x1F3FB + rn(5)); break;   /* skin tone */
+        case 1: bd_strbuf_put_cp(b, 0x200D); bd_strbuf_put_cp(b, emoji[rn(sizeof emoji / sizeof emoji[0])]); break; /* ZWJ */
+        case 2: bd_strbuf_put_cp(b, 0xFE0F); break;            /* VS16 */
+        case 3: bd_strbuf_put_cp(b, 0x1F1E6 + rn(26)); bd_strbuf_put_cp(b, 0x1F1E6 + rn(26)); break; /* flag */
         default: break;
         }
-        if (rn(3) == 0) puts_(b, " ");
+        if (rn(3) == 0) bd_strbuf_puts(b, " ");
     }
 }
 
-static void gen_cjk(sbuf *b) {
+static void gen_cjk(bd_strbuf *b) {
     static const uint32_t base[][2] = {{0x4E00, 0x5200}, {0x3040, 0x60}, {0x30A0, 0x60}, {0xAC00, 0x2BA4},
                                        {0x3400, 0x1000}, {0x20000, 0xA6E0}, {0x2EBF0, 0x26E}, {0xFF01, 0x5E}};
     int n = 1 + (int)rn(10);
     for (int i = 0; i < n; i++) {
         int k = (int)rn(8);
-        put_cp(b, base[k][0] + rn(base[k][1]));
-        if (rn(6) == 0) puts_(b, rn(2) ? " " : "。");
+        bd_strbuf_put_cp(b, base[k][0] + rn(base[k][1]));
+        if (rn(6) == 0) bd_strbuf_puts(b, rn(2) ? " " : "。");
     }
 }
 
-static void gen_marks(sbuf *b) {
+static void gen_marks(bd_strbuf *b) {
     int n = 1 + (int)rn(8);
     for (int i = 0; i < n; i++) {
         switch (rn(4)) {
-        case 0: put_cp(b, 'a' + rn(26)); break;
-        case 1: put_cp(b, 0x0915 + rn(0x20)); break; /* Devanagari */
-        case 2: put_cp(b, 0x0E01 + rn(0x2E)); break; /* Thai */
-        default: put_cp(b, 0x0628 + rn(0x10)); break; /* Arabic */
+        case 0: bd_strbuf_put_cp(b, 'a' + rn(26)); break;
+        case 1: bd_strbuf_put_cp(b, 0x0915 + rn(0x20)); break; /* Devanagari */
+        case 2: bd_strbuf_put_cp(b, 0x0E01 + rn(0x2E)); break; /* Thai */
+        default: bd_strbuf_put_cp(b, 0x0628 + rn(0x10)); break; /* Arabic */
         }
         int m = (int)rn(3);
         for (int j = 0; j < m; j++) {
             static const uint32_t marks[][2] = {{0x0300, 0x70}, {0x093E, 0x10}, {0x0E31, 0x0A}, {0x064B, 0x08},
                                                 {0x20D0, 0x20}, {0x1AB0, 0x0F}};
             int k = (int)rn(6);
-            put_cp(b, marks[k][0] + rn(marks[k][1]));
+            bd_strbuf_put_cp(b, marks[k][0] + rn(marks[k][1]));
         }
-        if (rn(4) == 0) puts_(b, " ");
+        if (rn(4) == 0) bd_strbuf_puts(b, " ");
     }
 }
 
-static void gen_ws_run(sbuf *b) {
+static void gen_ws_run(bd_strbuf *b) {
     int n = 1 + (int)rn(300);
     int k = (int)rn(sizeof ws / sizeof ws[0]);
-    for (int i = 0; i < n; i++) puts_(b, rn(8) ? ws[k] : ws[rn(sizeof ws / sizeof ws[0])]);
+    for (int i = 0; i < n; i++) bd_strbuf_puts(b, rn(8) ? ws[k] : ws[rn(sizeof ws / sizeof ws[0])]);
 }
 
-static void gen_digits(sbuf *b) {
+static void gen_digits(bd_strbuf *b) {
     int n = 1 + (int)rn(30);
     for (int i = 0; i < n; i++) {
         switch (rn(8)) {
-        case 0: put_cp(b, 0x0660 + rn(10)); break; /* Arabic-Indic */
-        case 1: put_cp(b, 0xFF10 + rn(10)); break; /* fullwidth */
-        case 2: puts_(b, rn(2) ? "." : ","); break;
-        case 3: put_cp(b, 'a' + rn(26)); break;
-        default: put_cp(b, '0' + rn(10)); break;
+        case 0: bd_strbuf_put_cp(b, 0x0660 + rn(10)); break; /* Arabic-Indic */
+        case 1: bd_strbuf_put_cp(b, 0xFF10 + rn(10)); break; /* fullwidth */
+        case 2: bd_strbuf_puts(b, rn(2) ? "." : ","); break;
+        case 3: bd_strbuf_put_cp(b, 'a' + rn(26)); break;
+        default: bd_strbuf_put_cp(b, '0' + rn(10)); break;
         }
     }
 }
 
 /* Invalid UTF-8 (never a 4-byte form past U+10FFFF: llama.cpp aborts on those, see the header). */
-static void gen_invalid(sbuf *b) {
+static void gen_invalid(bd_strbuf *b) {
     int n = 1 + (int)rn(12);
     for (int i = 0; i < n; i++) {
         uint8_t c[4];
         switch (rn(7)) {
-        case 0: c[0] = (uint8_t)(0x80 + rn(0x40)); put(b, c, 1); break;           /* lone continuation */
-        case 1: c[0] = (uint8_t)(0xC2 + rn(0x1E)); put(b, c, 1); break;           /* truncated 2-byte */
-        case 2: c[0] = (uint8_t)(0xE0 + rn(0x10)); c[1] = (uint8_t)(0x80 + rn(0x40)); put(b, c, 2); break;
+        case 0: c[0] = (uint8_t)(0x80 + rn(0x40)); bd_strbuf_put(b, c, 1); break;           /* lone continuation */
+        case 1: c[0] = (uint8_t)(0xC2 + rn(0x1E)); bd_strbuf_put(b, c, 1); break;           /* truncated 2-byte */
+        case 2: c[0] = (uint8_t)(0xE0 + rn(0x10)); c[1] = (uint8_t)(0x80 + rn(0x40)); bd_strbuf_put(b, c, 2); break;
         case 3: /* overlong (not of a space, C0 A0: llama.cpp asserts on it in gemma4-style vocabularies) */
             c[0] = 0xC0;
             c[1] = (uint8_t)(0x80 + rn(0x40));
             if (c[1] == 0xA0) c[1] = 0x81;
-            put(b, c, 2);
+            bd_strbuf_put(b, c, 2);
             break;
-        case 4: c[0] = (uint8_t)(0xF8 + rn(8)); put(b, c, 1); break;              /* never valid */
-        case 5: c[0] = 0xED; c[1] = (uint8_t)(0xA0 + rn(0x20)); c[2] = (uint8_t)(0x80 + rn(0x40)); put(b, c, 3); break;
-        default: c[0] = 0xF0; c[1] = (uint8_t)(0x90 + rn(0x30)); put(b, c, 2); break; /* truncated 4-byte */
+        case 4: c[0] = (uint8_t)(0xF8 + rn(8)); bd_strbuf_put(b, c, 1); break;              /* never valid */
+        case 5: c[0] = 0xED; c[1] = (uint8_t)(0xA0 + rn(0x20)); c[2] = (uint8_t)(0x80 + rn(0x40)); bd_strbuf_put(b, c, 3); break;
+        default: c[0] = 0xF0; c[1] = (uint8_t)(0x90 + rn(0x30)); bd_strbuf_put(b, c, 2); break; /* truncated 4-byte */
         }
-        if (rn(3) == 0) put_cp(b, 'a' + rn(26));
-        if (rn(5) == 0) put(b, "\0", 1);
+        if (rn(3) == 0) bd_strbuf_put_cp(b, 'a' + rn(26));
+        if (rn(5) == 0) bd_strbuf_put(b, "\0", 1);
     }
 }
 
-static void gen_special(sbuf *b, const tok_vocab *v) {
+static void gen_special(bd_strbuf *b, const tok_vocab *v) {
     int32_t n = tok_n_tokens(v);
     /* pick a control / user-defined token (try a few times) */
     for (int t = 0; t < 64; t++) {
@@ -189,36 +166,36 @@ static void gen_special(sbuf *b, const tok_vocab *v) {
         if (t <= 40 && !(a & (TOK_ATTR_CONTROL | TOK_ATTR_USER_DEFINED))) continue;
         size_t len;
         const char *s = tok_token_text(v, id, &len);
-        if (rn(2)) puts_(b, ws[rn(6)]);
-        put(b, s, len);
-        if (rn(2)) puts_(b, ws[rn(6)]);
+        if (rn(2)) bd_strbuf_puts(b, ws[rn(6)]);
+        bd_strbuf_put(b, s, len);
+        if (rn(2)) bd_strbuf_puts(b, ws[rn(6)]);
         return;
     }
 }
 
-static void gen_piece(sbuf *b, const tok_vocab *v, int kind) {
+static void gen_piece(bd_strbuf *b, const tok_vocab *v, int kind) {
     switch (kind) {
     case 0: gen_random_cp(b); break;
     case 1: gen_emoji(b); break;
     case 2: gen_cjk(b); break;
     case 3: gen_marks(b); break;
-    case 4: puts_(b, code[rn(sizeof code / sizeof code[0])]); break;
+    case 4: bd_strbuf_puts(b, code[rn(sizeof code / sizeof code[0])]); break;
     case 5: gen_ws_run(b); break;
     case 6: gen_digits(b); break;
     case 7: gen_invalid(b); break;
     case 8: gen_special(b, v); break;
-    default: puts_(b, words[rn(sizeof words / sizeof words[0])]); break;
+    default: bd_strbuf_puts(b, words[rn(sizeof words / sizeof words[0])]); break;
     }
 }
 
 /* One test string: a main kind, mixed with others. */
-static void gen(sbuf *b, const tok_vocab *v, int main_kind) {
+static void gen(bd_strbuf *b, const tok_vocab *v, int main_kind) {
     b->n = 0;
-    put(b, "", 0);
+    bd_strbuf_put(b, "", 0);
     int n = 1 + (int)rn(8);
     for (int i = 0; i < n; i++) {
         gen_piece(b, v, rn(3) ? main_kind : (int)rn(11));
-        if (rn(3) == 0) puts_(b, rn(4) ? " " : ws[rn(sizeof ws / sizeof ws[0])]);
+        if (rn(3) == 0) bd_strbuf_puts(b, rn(4) ? " " : ws[rn(sizeof ws / sizeof ws[0])]);
     }
 }
 
@@ -287,13 +264,17 @@ static void compare_vocab(const char *dir, const char *name, int n_strings) {
 
     /* generated strings */
     rng_state = 0x5EED0000u + (uint64_t)strlen(name) * 7919u + (uint8_t)name[11];
-    sbuf b = {0};
+    bd_strbuf b = {0};
     size_t cap = 1 << 16;
     int32_t *ia = malloc(cap * sizeof *ia), *ib = malloc(cap * sizeof *ib);
     char *dt = malloc(1 << 20);
     int mismatch[2] = {0, 0}, detok_diff = 0, runs = 0;
     for (int i = 0; i < n_strings; i++) {
         gen(&b, v, i % 11);
+        if (bd_strbuf_status(&b) != BRAID_OK) {
+            CHECK(0, "%s: building input %d: %s", name, i, braid_last_error());
+            break;
+        }
         for (int ps = 0; ps < 2; ps++) {
             int add = (i / 11) % 2;
             size_t na = 0;
@@ -322,7 +303,7 @@ static void compare_vocab(const char *dir, const char *name, int n_strings) {
     free(ia);
     free(ib);
     free(dt);
-    free(b.p);
+    bd_strbuf_free(&b);
     llama_model_free(lm);
     tok_vocab_free(v);
 }

@@ -1,9 +1,10 @@
-/* test_base.c — status names, the last-error text, allocation failure injection and hashing. */
+/* test_base.c — status names, the last-error text, allocation failure injection, hashing and the string builder. */
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/hash.h"
 #include "base/status.h"
+#include "base/strbuf.h"
 #include "test.h"
 
 int main(void) {
@@ -40,5 +41,28 @@ int main(void) {
     bd_hasher_update(&hs, "aid", 3);
     CHECK(bd_hasher_digest(&hs) == h1, "streaming equals one-shot");
     bd_hasher_free(&hs);
+
+    /* String builder: bytes with NULs, UTF-8 of each length, growth, sticky failure. */
+    bd_strbuf sb = {0};
+    bd_strbuf_puts(&sb, "ab");
+    bd_strbuf_put(&sb, "\0c", 2);
+    bd_strbuf_put_cp(&sb, 0xE9);
+    bd_strbuf_put_cp(&sb, 0x20AC);
+    bd_strbuf_put_cp(&sb, 0x1F999);
+    CHECK(bd_strbuf_status(&sb) == BRAID_OK && sb.n == 13 && !memcmp(sb.p, "ab\0c\xC3\xA9\xE2\x82\xAC\xF0\x9F\xA6\x99", 14),
+          "strbuf content (%zu bytes)", sb.n);
+    for (int i = 0; i < 10000; i++) bd_strbuf_puts(&sb, "xyz");
+    CHECK(sb.n == 30013 && sb.p[sb.n] == 0 && !memcmp(sb.p + sb.n - 3, "xyz", 3), "strbuf growth");
+    bd_strbuf_put_cp(&sb, 0x110000);
+    CHECK(bd_strbuf_status(&sb) == BRAID_E_RANGE && sb.n == 30013, "code point past U+10FFFF refused");
+    bd_strbuf_free(&sb);
+    bd_alloc_fail_at(2, 0);
+    bd_strbuf_puts(&sb, "first");
+    for (int i = 0; i < 100; i++) bd_strbuf_puts(&sb, "more text that outgrows the first allocation");
+    bd_alloc_fail_at(0, 0);
+    CHECK(bd_strbuf_status(&sb) == BRAID_E_NOMEM && sb.n == 5 && !strcmp(sb.p, "first"),
+          "a failed growth keeps the content and ignores later appends (%zu bytes)", sb.n);
+    bd_strbuf_free(&sb);
+    CHECK(sb.p == NULL && sb.n == 0 && bd_strbuf_status(&sb) == BRAID_OK, "free resets");
     TEST_MAIN_END();
 }

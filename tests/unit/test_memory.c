@@ -245,6 +245,53 @@ static void test_save_pending_rollback(void) {
 /* ---- failure injection -------------------------------------------------------------------------------- */
 
 typedef braid_status (*inj_op)(mem *m, const void *arg);
+/* A copy takes the source's checkpoints, so truncating the copy below the copy point restores from one instead
+ * of replaying from 0; the restored state is the one a fresh decode of those inputs gives. Also through a
+ * copy that itself needs a replay. */
+static void test_copy_keeps_checkpoints(void) {
+    const toy_layout *t = &HYB;
+    mem *m = new_mem(t), *fresh = new_mem(t);
+    if (!m || !fresh) return;
+    CHECK_STATUS(decode_tokens(t, m, 0, 10, 100, 3), BRAID_OK);
+    int32_t ck[16], n_ck = mem_seq_checkpoints(m, 0, ck, 16);
+    CHECK(n_ck == 2 && ck[0] == 4 && ck[1] == 8, "source checkpoints: %d", n_ck);
+    mem_batch *rb = NULL;
+    CHECK_STATUS(mem_seq_copy(m, 0, 1, 10, &rb), BRAID_OK);
+    CHECK(rb == NULL, "copy of the whole sequence needs no replay");
+    int32_t ck1[16], n_ck1 = mem_seq_checkpoints(m, 1, ck1, 16);
+    CHECK(n_ck1 == 2 && ck1[0] == 4 && ck1[1] == 8, "the copy has the source's checkpoints (%d)", n_ck1);
+    CHECK_STATUS(mem_seq_truncate(m, 1, 8, &rb), BRAID_OK);
+    CHECK(rb == NULL, "truncating the copy to a checkpoint needs no replay");
+    if (rb) mem_batch_abort(m, rb);
+    CHECK_STATUS(decode_tokens(t, fresh, 0, 8, 100, 3), BRAID_OK);
+    size_t nb = mem_rs_block_floats(m) * sizeof(float);
+    CHECK(!memcmp(mem_rs_live(m, 1), mem_rs_live(fresh, 0), nb), "restored state equals a fresh decode");
+    /* A copy to index 6 replays from the checkpoint at 4 and takes that checkpoint along. */
+    CHECK_STATUS(mem_seq_copy(m, 0, 2, 6, &rb), BRAID_OK);
+    CHECK(rb != NULL, "copy to 6 replays");
+    if (rb) {
+        int32_t rs_, from, to;
+        mem_batch_replay_info(rb, &rs_, &from, &to);
+        CHECK(rs_ == 2 && from == 4 && to == 6, "replay from the checkpoint: %d..%d", from, to);
+        CHECK_STATUS(toy_run(t, m, rb, -1), BRAID_OK);
+    }
+    int32_t ck2[16], n_ck2 = mem_seq_checkpoints(m, 2, ck2, 16);
+    CHECK(n_ck2 == 1 && ck2[0] == 4, "the replayed copy has the checkpoint at 4 (%d)", n_ck2);
+    /* An aborted copy replay changes nothing. */
+    size_t n0;
+    void *before = save(m, -1, &n0);
+    CHECK_STATUS(mem_seq_copy(m, 0, 3, 7, &rb), BRAID_OK);
+    CHECK(rb != NULL, "copy to 7 replays");
+    if (rb) CHECK_STATUS(toy_run(t, m, rb, 0), BRAID_E_CANCELLED);
+    size_t n1;
+    void *after = save(m, -1, &n1);
+    CHECK(before && after && n0 == n1 && !memcmp(before, after, n0), "aborted copy replay left the memory as it was");
+    bd_free(before);
+    bd_free(after);
+    mem_free(m);
+    mem_free(fresh);
+}
+
 static uint64_t inj_sites, inj_ops;
 
 static braid_status op_decode_mix(mem *m, const void *arg) {
@@ -629,6 +676,7 @@ int main(int argc, char **argv) {
     test_batch_validation();
     test_free_cells();
     test_eviction_shape();
+    test_copy_keeps_checkpoints();
     test_failure_injection();
     printf("failure injection: %llu allocation sites, %llu injected runs\n", (unsigned long long)inj_sites,
            (unsigned long long)inj_ops);

@@ -17,6 +17,8 @@ typedef enum gen_init {
     GEN_NORM,   /* 1 + N(0, 0.1), F32: norm weights, Mamba2's D skip */
     GEN_NEG,    /* -(0.1 + |N(0, 1)|), F32: SSM decay A = -exp(A_log), which must be negative */
     GEN_CONV,   /* N(0, 1/sqrt(kernel)), F32: depthwise conv kernels {kernel, channels} */
+    GEN_F32MAT, /* N(0, std), F32 whatever --type: MoE routers and shared-expert gates (llama.cpp's quantizer
+                   leaves ffn_gate_inp* in F32) */
 } gen_init;
 
 typedef struct gen_plan gen_plan;
@@ -30,6 +32,10 @@ BRAID_NODISCARD braid_status gen_key_i32_array(gen_plan *p, const char *suffix, 
 BRAID_NODISCARD braid_status gen_tensor(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, const char *fmt, ...)
     BD_PRINTF(5, 6);
 
+/* A stack of ne2 matrices {ne0, ne1} (MoE experts), each drawn like a GEN_MATRIX of the same rows. */
+BRAID_NODISCARD braid_status gen_tensor3(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, int64_t ne2,
+                                         const char *fmt, ...) BD_PRINTF(6, 7);
+
 typedef struct gen_arch {
     const char *name; /* general.architecture */
     gen_shape presets[GEN_N_PRESETS];
@@ -38,7 +44,13 @@ typedef struct gen_arch {
 } gen_arch;
 
 extern const gen_arch gen_arch_qwen35, gen_arch_mamba2, gen_arch_nemotron_h, gen_arch_lfm2, gen_arch_llama,
-    gen_arch_qwen3;
+    gen_arch_qwen3, gen_arch_qwen35moe, gen_arch_qwen3next;
+
+/* The qwen35 family (gen_qwen35.c), shared with gen_qwen3next.c: the shape checks of the dense trunk, and its
+ * keys and tensors with the FFN and GDN parts the variant changes (0 qwen35, 1 qwen35moe, 2 qwen3next). */
+BRAID_NODISCARD braid_status gen_qwen35_check(gen_shape *s);
+BRAID_NODISCARD braid_status gen_qwen35_family_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p,
+                                                        int variant);
 
 /* For `check`: BRAID_E_INVALID "ARCH: WHAT must be positive (got V)" unless v > 0. */
 BRAID_NODISCARD braid_status gen_check_positive(const char *arch, const char *what, int64_t v);

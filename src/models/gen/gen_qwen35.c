@@ -8,7 +8,7 @@
      .head_dim = hd, .n_rot = rot, .ssm_conv = 4, .ssm_state = state, .ssm_groups = groups,                    \
      .ssm_heads = vheads, .ssm_inner = GEN_UNSET, .interval = iv, .rope_base = 1e7f, .eps = 1e-6f}
 
-static braid_status q35_check(gen_shape *s) {
+braid_status gen_qwen35_check(gen_shape *s) {
     static const char *arch = "qwen35";
     BD_TRY(gen_check_positive(arch, "context length", s->n_ctx));
     BD_TRY(gen_check_positive(arch, "layers", s->n_layer));
@@ -47,7 +47,7 @@ static braid_status q35_check(gen_shape *s) {
 
 static int is_recurrent(const gen_shape *s, int64_t il) { return (il + 1) % s->interval != 0; }
 
-static braid_status q35_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+braid_status gen_qwen35_family_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p, int variant) {
     const int64_t E = s->n_embd, hd = s->head_dim, nh = s->n_head, nkv = s->n_head_kv;
     const int64_t S = s->ssm_state, Hk = s->ssm_groups, Hv = s->ssm_heads;
     const int64_t key_dim = S * Hk, value_dim = S * Hv, conv_dim = 2 * key_dim + value_dim;
@@ -65,7 +65,7 @@ static braid_status q35_describe(const gen_shape *s, int64_t n_vocab, gen_plan *
     BD_TRY(gen_key_u32(p, "attention.key_length", (uint32_t)hd));
     BD_TRY(gen_key_u32(p, "attention.value_length", (uint32_t)hd));
     BD_TRY(gen_key_u32(p, "rope.dimension_count", (uint32_t)s->n_rot));
-    BD_TRY(gen_key_i32_array(p, "rope.dimension_sections", sections, 4));
+    if (variant != 2) BD_TRY(gen_key_i32_array(p, "rope.dimension_sections", sections, 4)); /* qwen3next: NEOX */
     BD_TRY(gen_key_f32(p, "rope.freq_base", s->rope_base));
     BD_TRY(gen_key_f32(p, "attention.layer_norm_rms_epsilon", s->eps));
     BD_TRY(gen_key_u32(p, "ssm.conv_kernel", (uint32_t)s->ssm_conv));
@@ -74,19 +74,33 @@ static braid_status q35_describe(const gen_shape *s, int64_t n_vocab, gen_plan *
     BD_TRY(gen_key_u32(p, "ssm.time_step_rank", (uint32_t)Hv));
     BD_TRY(gen_key_u32(p, "ssm.inner_size", (uint32_t)s->ssm_inner));
     BD_TRY(gen_key_u32(p, "full_attention_interval", (uint32_t)s->interval));
+    if (variant != 0) {
+        BD_TRY(gen_key_u32(p, "expert_count", (uint32_t)s->n_expert));
+        BD_TRY(gen_key_u32(p, "expert_used_count", (uint32_t)s->n_expert_used));
+        BD_TRY(gen_key_u32(p, "expert_feed_forward_length", (uint32_t)s->n_ff_exp));
+        BD_TRY(gen_key_u32(p, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp));
+    }
 
     BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "token_embd.weight"));
     for (int64_t il = 0; il < s->n_layer; il++) {
         int l = (int)il;
         BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.attn_norm.weight", l));
         if (is_recurrent(s, il)) { /* Gated DeltaNet */
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, conv_dim, "blk.%d.attn_qkv.weight", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, value_dim, "blk.%d.attn_gate.weight", l));
+            if (variant == 2 && s->qkvz == 2) { /* qwen3next's legacy grouped q ‖ k ‖ v ‖ z projection */
+                BD_TRY(gen_tensor(p, GEN_MATRIX, E, conv_dim + value_dim, "blk.%d.ssm_in.weight", l));
+            } else {
+                BD_TRY(gen_tensor(p, GEN_MATRIX, E, conv_dim, "blk.%d.attn_qkv.weight", l));
+                BD_TRY(gen_tensor(p, GEN_MATRIX, E, value_dim, "blk.%d.attn_gate.weight", l));
+            }
             BD_TRY(gen_tensor(p, GEN_CONV, s->ssm_conv, conv_dim, "blk.%d.ssm_conv1d.weight", l));
             BD_TRY(gen_tensor(p, GEN_BIAS, Hv, 0, "blk.%d.ssm_dt.bias", l));
             BD_TRY(gen_tensor(p, GEN_NEG, Hv, 0, "blk.%d.ssm_a", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, Hv, "blk.%d.ssm_beta.weight", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, Hv, "blk.%d.ssm_alpha.weight", l));
+            if (variant == 2) { /* b and a grouped by key head in one matrix */
+                BD_TRY(gen_tensor(p, GEN_MATRIX, E, 2 * Hv, "blk.%d.ssm_ba.weight", l));
+            } else {
+                BD_TRY(gen_tensor(p, GEN_MATRIX, E, Hv, "blk.%d.ssm_beta.weight", l));
+                BD_TRY(gen_tensor(p, GEN_MATRIX, E, Hv, "blk.%d.ssm_alpha.weight", l));
+            }
             BD_TRY(gen_tensor(p, GEN_NORM, S, 0, "blk.%d.ssm_norm.weight", l));
             BD_TRY(gen_tensor(p, GEN_MATRIX, value_dim, E, "blk.%d.ssm_out.weight", l));
         } else { /* gated full attention: Q and its gate interleaved per head */
@@ -98,6 +112,22 @@ static braid_status q35_describe(const gen_shape *s, int64_t n_vocab, gen_plan *
             BD_TRY(gen_tensor(p, GEN_NORM, hd, 0, "blk.%d.attn_k_norm.weight", l));
         }
         BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.post_attention_norm.weight", l));
+        if (variant != 0) { /* routed experts and the gated shared expert */
+            const int64_t ne = s->n_expert, ff = s->n_ff_exp, fs = s->n_ff_shexp;
+            BD_TRY(gen_tensor(p, GEN_F32MAT, E, ne, "blk.%d.ffn_gate_inp.weight", l));
+            if (s->gate_up == 1) {
+                BD_TRY(gen_tensor3(p, GEN_MATRIX, E, 2 * ff, ne, "blk.%d.ffn_gate_up_exps.weight", l));
+            } else {
+                BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_gate_exps.weight", l));
+                BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_up_exps.weight", l));
+            }
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, ff, E, ne, "blk.%d.ffn_down_exps.weight", l));
+            BD_TRY(gen_tensor(p, GEN_F32MAT, E, 0, "blk.%d.ffn_gate_inp_shexp.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, fs, "blk.%d.ffn_gate_shexp.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, fs, "blk.%d.ffn_up_shexp.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, fs, E, "blk.%d.ffn_down_shexp.weight", l));
+            continue;
+        }
         BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_gate.weight", l));
         BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_up.weight", l));
         BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff, E, "blk.%d.ffn_down.weight", l));
@@ -105,6 +135,10 @@ static braid_status q35_describe(const gen_shape *s, int64_t n_vocab, gen_plan *
     BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "output_norm.weight"));
     BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "output.weight")); /* untied: see design.md §7 */
     return BRAID_OK;
+}
+
+static braid_status q35_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    return gen_qwen35_family_describe(s, n_vocab, p, 0);
 }
 
 const gen_arch gen_arch_qwen35 = {
@@ -120,6 +154,6 @@ const gen_arch gen_arch_qwen35 = {
              * 16 k / 16 v GDN heads of 128, ff 3584) with an untied output matrix: ~0.8B parameters */
             [GEN_PRESET_05B] = Q35_PRESET(32768, 24, 1024, 3584, 8, 2, 256, GEN_UNSET, 128, 16, 16, 4),
         },
-    .check = q35_check,
+    .check = gen_qwen35_check,
     .describe = q35_describe,
 };

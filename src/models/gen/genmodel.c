@@ -16,7 +16,8 @@
 #include "tensor/types.h"
 
 static const gen_arch *const gen_archs[] = {&gen_arch_qwen35, &gen_arch_mamba2, &gen_arch_nemotron_h,
-                                            &gen_arch_lfm2,  &gen_arch_llama,  &gen_arch_qwen3};
+                                            &gen_arch_lfm2,  &gen_arch_llama,  &gen_arch_qwen3,
+                                            &gen_arch_qwen35moe, &gen_arch_qwen3next};
 #define GEN_N_ARCHS (sizeof gen_archs / sizeof gen_archs[0])
 
 static const char *const preset_names[GEN_N_PRESETS + 1] = {"tiny", "small", "medium", "0.5b", NULL};
@@ -97,6 +98,13 @@ braid_status gen_model_shape(const gen_params *p, gen_shape *out) {
     apply_override(&s.interval, o->interval);
     if (o->rope_base != 0) s.rope_base = o->rope_base;
     if (o->eps != 0) s.eps = o->eps;
+    /* the MoE fields keep the preset unless positive (0 and GEN_UNSET both keep it) */
+    if (o->n_expert > 0) s.n_expert = o->n_expert;
+    if (o->n_expert_used > 0) s.n_expert_used = o->n_expert_used;
+    if (o->n_ff_exp > 0) s.n_ff_exp = o->n_ff_exp;
+    if (o->n_ff_shexp > 0) s.n_ff_shexp = o->n_ff_shexp;
+    if (o->gate_up > 0) s.gate_up = o->gate_up;
+    if (o->qkvz > 0) s.qkvz = o->qkvz;
     if (o->pattern[0]) memcpy(s.pattern, o->pattern, sizeof s.pattern);
     s.pattern[sizeof s.pattern - 1] = 0;
     BD_TRY(a->check(&s));
@@ -109,7 +117,7 @@ braid_status gen_model_shape(const gen_params *p, gen_shape *out) {
 typedef struct gen_tensor_desc {
     char name[96];
     uint32_t n_dims;
-    int64_t ne[2];
+    int64_t ne[3];
     gen_init init;
     uint32_t type;
 } gen_tensor_desc;
@@ -169,7 +177,8 @@ static uint32_t tensor_type(gen_plan *p, gen_init init, int64_t ne0) {
     return BRAID_TYPE_F16;
 }
 
-braid_status gen_tensor(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, const char *fmt, ...) {
+static braid_status gen_tensor_v(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt,
+                                 va_list ap) {
     if (p->n == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 64;
         gen_tensor_desc *t = bd_realloc(p->t, cap * sizeof *t);
@@ -179,22 +188,36 @@ braid_status gen_tensor(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, co
     }
     gen_tensor_desc *d = &p->t[p->n];
     memset(d, 0, sizeof *d);
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(d->name, sizeof d->name, fmt, ap);
-    va_end(ap);
     if (n < 0 || (size_t)n >= sizeof d->name) return bd_error(BRAID_E_INVALID, "gen-model: tensor name too long");
-    if (ne0 <= 0 || ne1 < 0)
-        return bd_error(BRAID_E_INVALID, "gen-model: tensor %s has dims {%lld, %lld}", d->name, (long long)ne0,
-                        (long long)ne1);
-    d->n_dims = ne1 > 0 ? 2 : 1;
+    if (ne0 <= 0 || ne1 < 0 || ne2 < 0 || (ne2 > 0 && ne1 == 0))
+        return bd_error(BRAID_E_INVALID, "gen-model: tensor %s has dims {%lld, %lld, %lld}", d->name, (long long)ne0,
+                        (long long)ne1, (long long)ne2);
+    d->n_dims = ne2 > 0 ? 3 : ne1 > 0 ? 2 : 1;
     d->ne[0] = ne0;
     d->ne[1] = ne1 > 0 ? ne1 : 1;
+    d->ne[2] = ne2 > 0 ? ne2 : 1;
     d->init = init;
     d->type = tensor_type(p, init, ne0);
     if ((size_t)ne0 > p->row_cap) p->row_cap = (size_t)ne0;
     p->n++;
     return BRAID_OK;
+}
+
+braid_status gen_tensor(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    braid_status s = gen_tensor_v(p, init, ne0, ne1, 0, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+braid_status gen_tensor3(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, int64_t ne2, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    braid_status s = gen_tensor_v(p, init, ne0, ne1, ne2, fmt, ap);
+    va_end(ap);
+    return s;
 }
 
 /* ---- weights ---------------------------------------------------------------------------------------- */
@@ -221,6 +244,7 @@ static void draw_row(const gen_tensor_desc *d, float std, uint64_t *s, float *ro
     switch (d->init) {
     case GEN_MATRIX:
     case GEN_BIAS:
+    case GEN_F32MAT:
         for (int64_t i = 0; i < n; i++) row[i] = std * rng_normal(s);
         break;
     case GEN_NORM:
@@ -243,9 +267,10 @@ static braid_status fill(void *user, const char *name, void *buf, size_t nbytes)
         return bd_error(BRAID_E_INVALID, "gen-model: writer asked for tensor '%s' out of order", name);
     const gen_tensor_desc *d = &p->t[p->next++];
     size_t row_bytes = bd_row_size(d->type, d->ne[0]);
-    if (row_bytes == 0 || row_bytes * (size_t)d->ne[1] != nbytes)
+    const int64_t n_rows = d->ne[1] * d->ne[2];
+    if (row_bytes == 0 || row_bytes * (size_t)n_rows != nbytes)
         return bd_error(BRAID_E_INVALID, "gen-model: tensor %s: writer wants %zu bytes, rows give %zu", name, nbytes,
-                        row_bytes * (size_t)d->ne[1]);
+                        row_bytes * (size_t)n_rows);
     const bd_type_traits *tt = bd_type_traits_get(d->type);
     if (!tt || (d->type != BRAID_TYPE_F32 && !tt->from_float))
         return bd_error(BRAID_E_UNSUPPORTED, "gen-model: no conversion to type %u", d->type);
@@ -253,7 +278,7 @@ static braid_status fill(void *user, const char *name, void *buf, size_t nbytes)
      * which tensors come before it or on the storage type. */
     uint64_t state = bd_hash64(name, strlen(name), p->seed);
     uint8_t *out = buf;
-    for (int64_t r = 0; r < d->ne[1]; r++) {
+    for (int64_t r = 0; r < n_rows; r++) {
         draw_row(d, p->std, &state, p->row);
         /* the writer's buffer has no alignment promise, so F32 rows are copied, not drawn in place */
         if (d->type == BRAID_TYPE_F32) memcpy(out + (size_t)r * row_bytes, p->row, row_bytes);
@@ -324,8 +349,8 @@ braid_status gen_model_write(const gen_params *params, const char *path, gen_sum
     for (size_t i = 0; s == BRAID_OK && i < p.n; i++) {
         const gen_tensor_desc *d = &p.t[i];
         s = gguf_writer_add_tensor(p.w, d->name, d->type, d->n_dims, d->ne, NULL);
-        n_params += (uint64_t)d->ne[0] * (uint64_t)d->ne[1];
-        n_bytes += (uint64_t)bd_row_size(d->type, d->ne[0]) * (uint64_t)d->ne[1];
+        n_params += (uint64_t)d->ne[0] * (uint64_t)d->ne[1] * (uint64_t)d->ne[2];
+        n_bytes += (uint64_t)bd_row_size(d->type, d->ne[0]) * (uint64_t)d->ne[1] * (uint64_t)d->ne[2];
     }
     if (s == BRAID_OK) {
         p.row = bd_mallocn(p.row_cap ? p.row_cap : 1, sizeof(float));

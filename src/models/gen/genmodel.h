@@ -40,6 +40,13 @@ typedef struct gen_shape {
     float rope_base;    /* rope.freq_base (0 = keep) */
     float eps;          /* RMSNorm epsilon (0 = keep) */
     char pattern[256];  /* per-layer kinds for pattern archs (nemotron_h "M*-", lfm2 "CA"); "" = keep */
+    /* MoE archs (qwen35moe, qwen3next); as overrides these keep the preset unless positive */
+    int64_t n_expert;      /* expert_count */
+    int64_t n_expert_used; /* expert_used_count */
+    int64_t n_ff_exp;      /* expert_feed_forward_length */
+    int64_t n_ff_shexp;    /* expert_shared_feed_forward_length */
+    int64_t gate_up;       /* 1: one merged ffn_gate_up_exps tensor, 2: ffn_gate_exps + ffn_up_exps */
+    int64_t qkvz;          /* qwen3next GDN input projection: 1 attn_qkv + attn_gate, 2 legacy grouped ssm_in */
 } gen_shape;
 
 typedef struct gen_params {

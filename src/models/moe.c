@@ -1,0 +1,232 @@
+/* moe.c — the mixture-of-experts FFN of moe.h: routing, per-expert SwiGLU over the gathered rows routed to
+ * it, the weighted sum in ggml's order (top-k slot order), and the sigmoid-gated shared expert. */
+#include "models/moe.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "models/blocks.h"
+#include "tensor/ops.h"
+
+#define MOE_MAX_EXPERTS 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
+
+/* A per-layer key that must be the same for every trunk layer (absent: *out unchanged). */
+static braid_status uniform_key(const bd_loader *l, const char *key, uint32_t n_layer_all, uint32_t n_layer,
+                                uint32_t *out) {
+    uint32_t *tmp = bd_mallocn(n_layer_all, sizeof *tmp);
+    if (!tmp) return bd_error(BRAID_E_NOMEM, "moe: out of memory");
+    int found = 0;
+    braid_status st = bd_key_u32_per_layer(l, key, n_layer_all, 0, tmp, &found);
+    if (st == BRAID_OK && found) {
+        *out = tmp[0];
+        for (uint32_t i = 1; i < n_layer && st == BRAID_OK; i++)
+            if (tmp[i] != tmp[0])
+                st = bd_error(BRAID_E_UNSUPPORTED, "%s%s differs between layers (%u vs %u)", l->arch, key, tmp[0],
+                              tmp[i]);
+    }
+    bd_free(tmp);
+    return st;
+}
+
+braid_status moe_load_hparams(const bd_loader *l, uint32_t n_layer_all, uint32_t n_layer, uint32_t n_ff,
+                              moe_hparams *hp) {
+    memset(hp, 0, sizeof *hp);
+    BD_TRY(bd_key_u32(l, "expert_count", 0, &hp->n_expert));
+    BD_TRY(uniform_key(l, "expert_used_count", n_layer_all, n_layer, &hp->n_expert_used));
+    BD_TRY(uniform_key(l, "expert_feed_forward_length", n_layer_all, n_layer, &hp->n_ff_exp));
+    BD_TRY(bd_key_u32(l, "expert_shared_feed_forward_length", 0, &hp->n_ff_shexp));
+    uint32_t groups = 0;
+    BD_TRY(bd_key_u32(l, "expert_group_count", 0, &groups));
+    if (hp->n_expert == 0 || hp->n_expert > MOE_MAX_EXPERTS)
+        return bd_error(BRAID_E_FORMAT, "%sexpert_count %u must be in 1..%d", l->arch, hp->n_expert,
+                        MOE_MAX_EXPERTS);
+    if (hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
+        return bd_error(BRAID_E_FORMAT, "%sexpert_used_count %u must be in 1..expert_count %u", l->arch,
+                        hp->n_expert_used, hp->n_expert);
+    if (groups > 1) return bd_error(BRAID_E_UNSUPPORTED, "%sexpert_group_count %u: grouped routing", l->arch, groups);
+    /* llama.cpp's defaults: n_ff / k for the experts, n_ff for the shared expert */
+    if (hp->n_ff_exp == 0) hp->n_ff_exp = n_ff / hp->n_expert_used;
+    if (hp->n_ff_shexp == 0) hp->n_ff_shexp = n_ff;
+    if (hp->n_ff_exp == 0 || hp->n_ff_shexp == 0 || hp->n_ff_exp > (1u << 20) || hp->n_ff_shexp > (1u << 20))
+        return bd_error(BRAID_E_FORMAT, "%s: bad expert FFN widths (expert %u, shared %u)", l->arch, hp->n_ff_exp,
+                        hp->n_ff_shexp);
+    return BRAID_OK;
+}
+
+braid_status moe_bind(bd_loader *l, int il, int64_t E, const moe_hparams *hp, moe_weights *w) {
+    const int64_t ne = hp->n_expert, ff = hp->n_ff_exp, fs = hp->n_ff_shexp;
+    memset(w, 0, sizeof *w);
+    BD_TRY(bd_bind_layer(l, il, "ffn_gate_inp.weight", E, ne, 0, 1, &w->router));
+    BD_TRY(bd_bind_layer3(l, il, "ffn_gate_up_exps.weight", E, 2 * ff, ne, 0, 0, &w->gate_up));
+    if (!w->gate_up.data) {
+        BD_TRY(bd_bind_layer3(l, il, "ffn_gate_exps.weight", E, ff, ne, 0, 1, &w->gate));
+        BD_TRY(bd_bind_layer3(l, il, "ffn_up_exps.weight", E, ff, ne, 0, 1, &w->up));
+    }
+    BD_TRY(bd_bind_layer3(l, il, "ffn_down_exps.weight", ff, E, ne, 0, 1, &w->down));
+    BD_TRY(bd_bind_layer(l, il, "ffn_gate_inp_shexp.weight", E, 1, 0, 1, &w->sh_gate_inp));
+    BD_TRY(bd_bind_layer(l, il, "ffn_gate_shexp.weight", E, fs, 0, 1, &w->sh_gate));
+    BD_TRY(bd_bind_layer(l, il, "ffn_up_shexp.weight", E, fs, 0, 1, &w->sh_up));
+    BD_TRY(bd_bind_layer(l, il, "ffn_down_shexp.weight", fs, E, 0, 1, &w->sh_down));
+    return BRAID_OK;
+}
+
+/* Expert e of a stack bound by bd_bind_layer3. */
+static bd_weight moe_expert(const bd_weight *w, int32_t e) {
+    bd_weight x = *w;
+    x.data = bd_weight_row(w, (int64_t)e * w->n_out);
+    return x;
+}
+
+/* The buffers of one call, carved from the scratch block (base NULL: only measures). */
+typedef struct moe_scratch {
+    float *probs;    /* [T][n_expert] router softmax */
+    int32_t *sel;    /* [T][k] chosen experts, descending probability */
+    float *wt;       /* [T][k] their renormalized weights */
+    int32_t *count;  /* [n_expert + 1] rows per expert, then prefix offsets */
+    int32_t *rows;   /* [T*k] slot ids t*k + j grouped by expert, t ascending within an expert */
+    float *xg;       /* [T][n_embd] the rows routed to one expert, gathered */
+    float *gu;       /* [T][2*max(n_ff_exp, n_ff_shexp)] gate ‖ up outputs of one expert */
+    float *act;      /* [T][max(n_ff_exp, n_ff_shexp)] SwiGLU */
+    float *dn;       /* [T][n_embd] down-projection of one expert */
+    float *slot;     /* [T][k][n_embd] weighted output of each chosen expert, summed in slot order at the end */
+    float *sh_gate;  /* [T] shared expert gate */
+} moe_scratch;
+
+static size_t moe_carve(const moe_hparams *hp, int64_t E, int32_t T, char *base, moe_scratch *s) {
+    size_t off = 0;
+    const size_t k = hp->n_expert_used, ffm = hp->n_ff_exp > hp->n_ff_shexp ? hp->n_ff_exp : hp->n_ff_shexp;
+#define MOE_TAKE(field, count, elt)                                                                               \
+    do {                                                                                                          \
+        s->field = base ? (void *)(base + off) : NULL;                                                            \
+        off += (((size_t)(count) * (elt)) + 63) & ~(size_t)63;                                                    \
+    } while (0)
+    MOE_TAKE(probs, (size_t)T * hp->n_expert, sizeof(float));
+    MOE_TAKE(sel, (size_t)T * k, sizeof(int32_t));
+    MOE_TAKE(wt, (size_t)T * k, sizeof(float));
+    MOE_TAKE(count, (size_t)hp->n_expert + 1, sizeof(int32_t));
+    MOE_TAKE(rows, (size_t)T * k, sizeof(int32_t));
+    MOE_TAKE(xg, (size_t)T * E, sizeof(float));
+    MOE_TAKE(gu, (size_t)T * 2 * ffm, sizeof(float));
+    MOE_TAKE(act, (size_t)T * ffm, sizeof(float));
+    MOE_TAKE(dn, (size_t)T * E, sizeof(float));
+    MOE_TAKE(slot, (size_t)T * k * E, sizeof(float));
+    MOE_TAKE(sh_gate, (size_t)T, sizeof(float));
+#undef MOE_TAKE
+    return off;
+}
+
+size_t moe_scratch_size(const moe_hparams *hp, int64_t n_embd, int32_t T) {
+    moe_scratch s;
+    return moe_carve(hp, n_embd, T, NULL, &s);
+}
+
+size_t moe_wsize(const moe_weights *w, int32_t T) {
+    const bd_weight *ws[] = {&w->router, &w->gate_up, &w->gate, &w->up, &w->down,
+                             &w->sh_gate_inp, &w->sh_gate, &w->sh_up, &w->sh_down};
+    size_t m = 0;
+    for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+        if (!ws[i]->data) continue;
+        size_t b = blk_matmul_wsize(ws[i]->type, ws[i]->n_in, T);
+        if (b > m) m = b;
+    }
+    return m;
+}
+
+/* p [n] -> the k largest in descending order (ties: the lower index first), weights renormalized as llama.cpp
+ * does: the sum accumulated in double (ggml_sum_rows), clamped below at the smallest normal F16. */
+static void moe_route(const float *p, int32_t n, int32_t k, int32_t *sel, float *wt) {
+    for (int32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < n; e++) {
+            int taken = 0;
+            for (int32_t i = 0; i < j; i++) taken |= sel[i] == e;
+            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+        }
+        sel[j] = best;
+        wt[j] = p[best];
+    }
+    double sum = 0;
+    for (int32_t j = 0; j < k; j++) sum += wt[j];
+    float s = (float)sum;
+    if (s < 6.103515625e-5f) s = 6.103515625e-5f;
+    for (int32_t j = 0; j < k; j++) wt[j] /= s;
+}
+
+/* y [T][n_embd] = W_down·SwiGLU(W_gate·x, W_up·x) for x [T][n_embd]; gate/up either one merged matrix (gate_up,
+ * gate rows first) or two. */
+static void moe_swiglu(bd_threadpool *tp, const bd_weight *gate_up, const bd_weight *gate, const bd_weight *up,
+                       const bd_weight *down, const float *x, int32_t T, moe_scratch *s, float *y, void *wbuf) {
+    const int64_t ff = down->n_in;
+    if (gate_up) {
+        blk_matmul(tp, gate_up, x, T, s->gu, wbuf); /* [T][gate ff ‖ up ff] */
+        bd_swiglu_rows(tp, s->act, ff, s->gu, 2 * ff, s->gu + ff, 2 * ff, ff, T);
+    } else {
+        blk_matmul(tp, gate, x, T, s->gu, wbuf);                       /* [T][ff] */
+        blk_matmul(tp, up, x, T, s->gu + (size_t)T * ff, wbuf);        /* [T][ff] */
+        bd_swiglu_rows(tp, s->act, ff, s->gu, ff, s->gu + (size_t)T * ff, ff, ff, T);
+    }
+    blk_matmul(tp, down, s->act, T, y, wbuf);
+}
+
+void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, const float *u, int64_t E, int32_t T,
+             float *out, void *scratch, void *wbuf) {
+    moe_scratch s;
+    moe_carve(hp, E, T, scratch, &s);
+    const int32_t ne = (int32_t)hp->n_expert, k = (int32_t)hp->n_expert_used;
+
+    /* Routing: p = softmax(W_router·u) per row, top-k, renormalized weights. */
+    blk_matmul(tp, &w->router, u, T, s.probs, wbuf);
+    for (int32_t t = 0; t < T; t++) {
+        float *p = s.probs + (size_t)t * ne;
+        bd_softmax(p, p, ne);
+        moe_route(p, ne, k, s.sel + (size_t)t * k, s.wt + (size_t)t * k);
+    }
+
+    /* Group the (row, slot) pairs by expert (counting sort, rows ascending within an expert). */
+    memset(s.count, 0, ((size_t)ne + 1) * sizeof(int32_t));
+    for (int32_t i = 0; i < T * k; i++) s.count[s.sel[i] + 1]++;
+    for (int32_t e = 0; e < ne; e++) s.count[e + 1] += s.count[e]; /* count[e] = first index of expert e */
+    for (int32_t i = 0; i < T * k; i++) s.rows[s.count[s.sel[i]]++] = i; /* count[e] -> end of expert e */
+
+    /* Each chosen expert once, over its gathered rows; each output row weighted into its slot. */
+    for (int32_t e = 0, begin = 0; e < ne; e++) {
+        const int32_t end = s.count[e], n = end - begin;
+        if (n > 0) {
+            for (int32_t i = 0; i < n; i++)
+                memcpy(s.xg + (size_t)i * E, u + (size_t)(s.rows[begin + i] / k) * E, (size_t)E * sizeof(float));
+            bd_weight gu = w->gate_up.data ? moe_expert(&w->gate_up, e) : (bd_weight){0};
+            bd_weight g = w->gate_up.data ? (bd_weight){0} : moe_expert(&w->gate, e);
+            bd_weight up = w->gate_up.data ? (bd_weight){0} : moe_expert(&w->up, e);
+            bd_weight dn = moe_expert(&w->down, e);
+            moe_swiglu(tp, w->gate_up.data ? &gu : NULL, &g, &up, &dn, s.xg, n, &s, s.dn, wbuf);
+            for (int32_t i = 0; i < n; i++) {
+                const int32_t slot = s.rows[begin + i];
+                const float wt = s.wt[slot];
+                const float *d = s.dn + (size_t)i * E;
+                float *o = s.slot + (size_t)slot * E;
+                for (int64_t c = 0; c < E; c++) o[c] = d[c] * wt;
+            }
+        }
+        begin = end;
+    }
+
+    /* The shared expert, gated by sigmoid(w_sh·u) (one scalar per row). */
+    moe_swiglu(tp, NULL, &w->sh_gate, &w->sh_up, &w->sh_down, u, T, &s, out, wbuf);
+    blk_matmul(tp, &w->sh_gate_inp, u, T, s.sh_gate, wbuf);
+    bd_sigmoid(s.sh_gate, s.sh_gate, T);
+
+    /* out = ((slot 0 + slot 1) + ...) + shared·gate, ggml's association. */
+    for (int32_t t = 0; t < T; t++) {
+        float *o = out + (size_t)t * E;
+        const float *sl = s.slot + (size_t)t * k * E;
+        const float g = s.sh_gate[t];
+        for (int64_t c = 0; c < E; c++) {
+            float acc = sl[c];
+            for (int32_t j = 1; j < k; j++) acc += sl[(size_t)j * E + c];
+            o[c] = acc + o[c] * g;
+        }
+    }
+}

@@ -1,0 +1,341 @@
+/* test_qwen3next.c — braid's qwen35moe and qwen3next (the qwen35 family with a MoE FFN; qwen3next with NEOX
+ * RoPE, grouped GDN projections and interleaved key-head repeat) against llama.cpp (the oracle driver) on
+ * random-weight models written by gen-model, and braid's memory operations against fresh decodes.
+ *
+ * F32 weights, llama.cpp's F32 K/V cache and flash attention off: logits of every position must agree to
+ * ~1e-4 relative (prefill, prefill in ubatches of 7, token by token, three sequences in one batch) and greedy
+ * continuations must be identical; a truncated sequence must continue exactly like a fresh decode of the kept
+ * inputs. Shapes cover both expert layouts (separate gate/up, merged gate_up), both qwen3next projection
+ * layouts (attn_qkv + attn_gate, legacy ssm_in), H_v/H_k of 1, 2 and 3. Every figure is printed. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "braid.h"
+#include "models/gen/genmodel.h"
+#include "oracle_client.h"
+#include "tensor/types.h"
+#include "test.h"
+
+#define F32_TOL 1e-4
+
+typedef struct model_case {
+    const char *name, *arch, *preset;
+    gen_shape over;
+} model_case;
+
+static gen_shape no_over(void) {
+    gen_params p;
+    gen_params_default(&p);
+    return p.over;
+}
+
+static int write_model(const char *path, const model_case *mc, uint64_t seed) {
+    gen_params p;
+    gen_params_default(&p);
+    p.arch = mc->arch;
+    p.preset = mc->preset;
+    p.over = mc->over;
+    p.seed = seed;
+    p.vocab = "none";
+    p.n_vocab = 1024;
+    gen_summary sum;
+    if (gen_model_write(&p, path, &sum) != BRAID_OK) {
+        fprintf(stderr, "gen-model %s: %s\n", mc->name, braid_last_error());
+        return 0;
+    }
+    const gen_shape *g = &sum.shape;
+    printf("model %s: %s %s, n_embd %lld, %lld layers (interval %lld), heads %lld/%lld x %lld, GDN heads %lld/%lld "
+           "x %lld, experts %lld choose %lld (ff %lld, shared %lld, %s), %s\n",
+           mc->name, mc->arch, mc->preset, (long long)g->n_embd, (long long)g->n_layer, (long long)g->interval,
+           (long long)g->n_head, (long long)g->n_head_kv, (long long)g->head_dim, (long long)g->ssm_groups,
+           (long long)g->ssm_heads, (long long)g->ssm_state, (long long)g->n_expert, (long long)g->n_expert_used,
+           (long long)g->n_ff_exp, (long long)g->n_ff_shexp, g->gate_up == 1 ? "gate_up merged" : "gate, up",
+           !strcmp(mc->arch, "qwen3next") ? (g->qkvz == 2 ? "ssm_in" : "attn_qkv + attn_gate") : "");
+    return 1;
+}
+
+/* ---- comparisons ------------------------------------------------------------------------------------------ */
+
+typedef struct cmp {
+    double max_abs, max_rel; /* rel: max|diff| / max|ref| of a row */
+    int rows, top1_equal;
+} cmp;
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static void cmp_row(cmp *c, const float *got, const float *ref, int V) {
+    double d = 0, m = 0;
+    for (int i = 0; i < V; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (e > d || isnan(e)) d = isnan(e) ? INFINITY : e;
+        if (fabs(ref[i]) > m) m = fabs(ref[i]);
+    }
+    if (d > c->max_abs) c->max_abs = d;
+    if (d / (m > 0 ? m : 1) > c->max_rel) c->max_rel = d / (m > 0 ? m : 1);
+    c->rows++;
+    c->top1_equal += argmax(got, V) == argmax(ref, V);
+}
+
+static void report(const char *what, const cmp *c) {
+    printf("  %-44s rows %4d  max|diff| %.3e  max rel %.3e  top-1 %d/%d\n", what, c->rows, c->max_abs, c->max_rel,
+           c->top1_equal, c->rows);
+}
+
+static braid_context *new_ctx(const braid_model *m, int n_seq, int n_batch, int interval, int n_rollback) {
+    braid_context_params p = braid_context_default_params();
+    p.n_ctx = 512;
+    p.n_seq_max = (uint32_t)n_seq;
+    p.n_batch = (uint32_t)n_batch;
+    p.kv_type = BRAID_TYPE_F32;
+    p.n_threads = 2;
+    p.checkpoint_interval = (uint32_t)interval;
+    p.n_rollback = (uint32_t)n_rollback;
+    braid_context *c = NULL;
+    CHECK_STATUS(braid_context_new(m, &p, &c), BRAID_OK);
+    return c;
+}
+
+/* Decodes tokens into seq s with logits for every row copied to out ([n][V]) if out, else only the last. */
+static braid_status dec(braid_context *c, int n, const braid_token *t, braid_seq_id s, float *out, int V) {
+    braid_seq_id *seq = bd_mallocn((size_t)n, sizeof *seq);
+    uint8_t *lg = bd_mallocn((size_t)n, 1);
+    for (int i = 0; i < n; i++) seq[i] = s, lg[i] = out != NULL;
+    if (!out) lg[n - 1] = 1;
+    braid_batch b = {.n_tokens = n, .token = t, .seq = seq, .logits = lg};
+    braid_status st = braid_decode(c, &b);
+    for (int i = 0; st == BRAID_OK && out && i < n; i++) memcpy(out + (size_t)i * V, braid_logits(c, i), (size_t)V * 4);
+    bd_free(seq);
+    bd_free(lg);
+    return st;
+}
+
+static void rand_tokens(braid_token *t, int n, int V, uint64_t seed) {
+    uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (int i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (braid_token)((x >> 33) % (uint64_t)V);
+    }
+}
+
+/* ---- F32 against llama.cpp -------------------------------------------------------------------------------- */
+
+static void test_f32_vs_llama(const char *path, const model_case *mc, int shift) {
+    printf("%s (F32 weights, llama.cpp K/V F32, FA off):\n", mc->name);
+    braid_model *m = NULL;
+    CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
+    if (!m) return;
+    const int V = braid_model_n_vocab(m);
+    oracle *o = NULL;
+    CHECK_STATUS(oracle_start(path, "--ctx 512 --seq-max 3 --kv f32 --fa off --threads 1", &o), BRAID_OK);
+    if (!o) {
+        braid_model_free(m);
+        return;
+    }
+    enum { N = 40 };
+    braid_token toks[N];
+    rand_tokens(toks, N, V, 7);
+    float *got = bd_mallocn((size_t)N * V, sizeof(float)), *ref = NULL;
+    int32_t rows;
+    uint8_t all[N];
+    memset(all, 1, sizeof all);
+
+    /* one reference prefill (every position) for: one batch, ubatches of 7, token by token */
+    CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
+    CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
+    if (ref && rows == N) {
+        braid_context *c = new_ctx(m, 1, 512, 256, 8), *c7 = new_ctx(m, 1, 7, 256, 8), *c1 = new_ctx(m, 1, 512, 256, 8);
+        cmp cp = {0}, cu = {0}, cd = {0};
+        CHECK_STATUS(dec(c, N, toks, 0, got, V), BRAID_OK);
+        for (int i = 0; i < N; i++) cmp_row(&cp, got + (size_t)i * V, ref + (size_t)i * V, V);
+        CHECK_STATUS(dec(c7, N, toks, 0, got, V), BRAID_OK);
+        for (int i = 0; i < N; i++) cmp_row(&cu, got + (size_t)i * V, ref + (size_t)i * V, V);
+        for (int i = 0; i < N; i++) CHECK_STATUS(dec(c1, 1, toks + i, 0, got + (size_t)i * V, V), BRAID_OK);
+        for (int i = 0; i < N; i++) cmp_row(&cd, got + (size_t)i * V, ref + (size_t)i * V, V);
+        report("prefill 40", &cp);
+        report("prefill 40 in ubatches of 7", &cu);
+        report("token-by-token decode 40", &cd);
+        CHECK(cp.rows == N && cp.max_rel < F32_TOL, "%s prefill rel %.3e", mc->name, cp.max_rel);
+        CHECK(cu.rows == N && cu.max_rel < F32_TOL, "%s ubatch rel %.3e", mc->name, cu.max_rel);
+        CHECK(cd.rows == N && cd.max_rel < F32_TOL, "%s decode rel %.3e", mc->name, cd.max_rel);
+        braid_context_free(c);
+        braid_context_free(c7);
+        braid_context_free(c1);
+    } else {
+        CHECK(0, "%s: llama.cpp prefill gave %d rows", mc->name, ref ? rows : -1);
+    }
+    bd_free(ref);
+
+    /* three sequences interleaved in one batch (different lengths), then one more token each in one batch */
+    {
+        braid_context *c = new_ctx(m, 3, 512, 256, 8);
+        enum { NB = 30 };
+        braid_token bt[NB];
+        braid_seq_id bs[NB];
+        uint8_t bl[NB];
+        rand_tokens(bt, NB, V, 11);
+        for (int i = 0; i < NB; i++) bs[i] = i < 6 ? i % 3 : (i % 5 == 0 ? 2 : i % 2), bl[i] = 1;
+        braid_batch b = {.n_tokens = NB, .token = bt, .seq = bs, .logits = bl};
+        CHECK_STATUS(braid_decode(c, &b), BRAID_OK);
+        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
+        CHECK_STATUS(oracle_decode(o, NB, bt, NULL, bs, bl, &ref, &rows), BRAID_OK);
+        cmp cm = {0};
+        for (int i = 0; i < NB && ref && rows == NB; i++) cmp_row(&cm, braid_logits(c, i), ref + (size_t)i * V, V);
+        bd_free(ref);
+        braid_token nt[3] = {5, 17, 99};
+        braid_seq_id ns[3] = {2, 0, 1};
+        b = (braid_batch){.n_tokens = 3, .token = nt, .seq = ns, .logits = bl};
+        CHECK_STATUS(braid_decode(c, &b), BRAID_OK);
+        CHECK_STATUS(oracle_decode(o, 3, nt, NULL, ns, bl, &ref, &rows), BRAID_OK);
+        for (int i = 0; i < 3 && ref && rows == 3; i++) cmp_row(&cm, braid_logits(c, i), ref + (size_t)i * V, V);
+        bd_free(ref);
+        report("3 sequences interleaved, then 1 more each", &cm);
+        CHECK(cm.rows == NB + 3 && cm.max_rel < F32_TOL, "%s multi-seq rel %.3e", mc->name, cm.max_rel);
+        braid_context_free(c);
+    }
+
+    /* greedy continuation of 48 tokens after a 12-token prompt */
+    {
+        enum { G = 48 };
+        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_token gb[G], go[G];
+        CHECK_STATUS(dec(c, 12, toks, 0, NULL, V), BRAID_OK);
+        for (int i = 0; i < G; i++) {
+            gb[i] = argmax(braid_logits(c, i ? 0 : 11), V);
+            CHECK_STATUS(dec(c, 1, &gb[i], 0, NULL, V), BRAID_OK);
+        }
+        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
+        CHECK_STATUS(oracle_decode(o, 12, toks, NULL, NULL, NULL, &ref, &rows), BRAID_OK);
+        bd_free(ref);
+        CHECK_STATUS(oracle_greedy(o, G, 0, go, NULL), BRAID_OK);
+        int same = 0, distinct = 0;
+        while (same < G && gb[same] == go[same]) same++;
+        for (int i = 0; i < G; i++) {
+            int seen = 0;
+            for (int j = 0; j < i; j++) seen |= gb[j] == gb[i];
+            distinct += !seen;
+        }
+        printf("  greedy %d: identical for %d tokens; %d distinct tokens in braid's continuation\n", G, same, distinct);
+        CHECK(same == G, "%s greedy diverged at %d", mc->name, same);
+        CHECK(distinct >= 8, "%s degenerate continuation (%d distinct)", mc->name, distinct);
+        braid_context_free(c);
+    }
+
+    /* qwen3next (plain NEOX RoPE, one position component): llama.cpp can shift positions itself, so both engines
+     * shift the same 20 tokens by +5 (K rows re-rotated) and continue */
+    if (shift) {
+        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        CHECK_STATUS(dec(c, 20, toks, 0, NULL, V), BRAID_OK);
+        CHECK_STATUS(braid_seq_shift_pos(c, 0, 0, 20, 5), BRAID_OK);
+        CHECK(braid_seq_next_pos(c, 0) == 25, "next pos after shift %d", braid_seq_next_pos(c, 0));
+        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
+        CHECK_STATUS(oracle_decode(o, 20, toks, NULL, NULL, NULL, &ref, &rows), BRAID_OK);
+        bd_free(ref);
+        CHECK_STATUS(oracle_cmd(o, NULL, "seq_add 0 0 20 5"), BRAID_OK);
+        int32_t p[4] = {25, 26, 27, 28};
+        cmp cs = {0};
+        CHECK_STATUS(dec(c, 4, toks + 20, 0, got, V), BRAID_OK);
+        CHECK_STATUS(oracle_decode(o, 4, toks + 20, p, NULL, all, &ref, &rows), BRAID_OK);
+        for (int i = 0; i < 4 && ref && rows == 4; i++) cmp_row(&cs, got + (size_t)i * V, ref + (size_t)i * V, V);
+        bd_free(ref);
+        report("shift 20 by +5 in both engines, continue 4", &cs);
+        CHECK(cs.rows == 4 && cs.max_rel < F32_TOL, "%s shift rel %.3e", mc->name, cs.max_rel);
+        braid_context_free(c);
+    }
+    CHECK_STATUS(oracle_stop(o), BRAID_OK);
+    bd_free(got);
+    braid_model_free(m);
+}
+
+/* ---- memory: truncate then continue equals a fresh decode ---------------------------------------------------- */
+
+static void check_vs_fresh(const char *what, braid_model *m, braid_context *c, const braid_token *all_toks, int kept,
+                           const braid_token *next, int n_next, int V) {
+    float *a = bd_mallocn((size_t)n_next * V, sizeof(float)), *b = bd_mallocn((size_t)n_next * V, sizeof(float));
+    CHECK_STATUS(dec(c, n_next, next, 0, a, V), BRAID_OK);
+    braid_context *f = new_ctx(m, 1, 512, 1 << 20, 8);
+    if (kept) CHECK_STATUS(dec(f, kept, all_toks, 0, NULL, V), BRAID_OK);
+    CHECK_STATUS(dec(f, n_next, next, 0, b, V), BRAID_OK);
+    cmp c1 = {0};
+    for (int i = 0; i < n_next; i++) cmp_row(&c1, a + (size_t)i * V, b + (size_t)i * V, V);
+    report(what, &c1);
+    CHECK(c1.max_rel < 1e-5, "%s: rel %.3e vs fresh", what, c1.max_rel);
+    braid_context_free(f);
+    bd_free(a);
+    bd_free(b);
+}
+
+static void test_memory(const char *path, const model_case *mc) {
+    printf("%s memory (braid vs a fresh braid decode of the kept inputs):\n", mc->name);
+    braid_model *m = NULL;
+    CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
+    if (!m) return;
+    const int V = braid_model_n_vocab(m);
+    enum { N = 100 };
+    braid_token toks[N], nxt[3] = {3, 1, 4};
+    rand_tokens(toks, N, V, 23);
+    char what[128];
+    /* rollback buffer: a speculative batch of 6 after 40, keep 43 */
+    {
+        braid_context *c = new_ctx(m, 1, 512, 16, 8);
+        CHECK_STATUS(dec(c, 40, toks, 0, NULL, V), BRAID_OK);
+        CHECK_STATUS(dec(c, 6, toks + 40, 0, NULL, V), BRAID_OK);
+        CHECK_STATUS(braid_seq_truncate(c, 0, 43), BRAID_OK);
+        check_vs_fresh("truncate 46 -> 43 (rollback buffer)", m, c, toks, 43, nxt, 3, V);
+        braid_context_free(c);
+    }
+    /* checkpoint + replay: prefill 100 in batches of 10 (checkpoints every 16), keep 57 */
+    {
+        braid_context *c = new_ctx(m, 1, 512, 16, 4);
+        for (int i = 0; i < N; i += 10) CHECK_STATUS(dec(c, 10, toks + i, 0, NULL, V), BRAID_OK);
+        CHECK_STATUS(braid_seq_truncate(c, 0, 57), BRAID_OK);
+        snprintf(what, sizeof what, "truncate 100 -> %d (checkpoint + replay)", 57);
+        check_vs_fresh(what, m, c, toks, 57, nxt, 3, V);
+        braid_context_free(c);
+    }
+    braid_model_free(m);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    model_case cases[] = {
+        {"qwen35moe-tiny", "qwen35moe", "tiny", no_over()},   /* separate gate/up experts, H_v = 2 H_k */
+        {"qwen35moe-small", "qwen35moe", "small", no_over()}, /* merged gate_up experts */
+        {"qwen3next-tiny", "qwen3next", "tiny", no_over()},   /* attn_qkv + attn_gate, H_v = 2 H_k */
+        {"qwen3next-small", "qwen3next", "small", no_over()}, /* legacy ssm_in, merged gate_up */
+        {"qwen3next-odd", "qwen3next", "tiny", no_over()},    /* H_v = 3 H_k, 6 of 12 experts, legacy ssm_in */
+    };
+    model_case *odd = &cases[4];
+    odd->over.n_layer = 3, odd->over.interval = 3, odd->over.n_embd = 96, odd->over.n_head = 6;
+    odd->over.n_head_kv = 2, odd->over.head_dim = 16, odd->over.n_rot = 8, odd->over.ssm_conv = 3;
+    odd->over.ssm_state = 8, odd->over.ssm_groups = 2, odd->over.ssm_heads = 6, odd->over.ssm_inner = 48;
+    odd->over.n_expert = 12, odd->over.n_expert_used = 6, odd->over.n_ff_exp = 24, odd->over.n_ff_shexp = 40;
+    odd->over.qkvz = 2;
+    char dir[] = "/tmp/braid_qwen3next_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    const size_t n_cases = sizeof cases / sizeof cases[0];
+    char paths[sizeof cases / sizeof cases[0]][600];
+    for (size_t i = 0; i < n_cases; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s/%s.gguf", dir, cases[i].name);
+        if (!write_model(paths[i], &cases[i], 10 + i)) {
+            CHECK(0, "write %s", cases[i].name);
+            continue;
+        }
+        test_f32_vs_llama(paths[i], &cases[i], !strcmp(cases[i].arch, "qwen3next"));
+    }
+    test_memory(paths[0], &cases[0]);
+    test_memory(paths[3], &cases[3]);
+    for (size_t i = 0; i < n_cases; i++) unlink(paths[i]);
+    rmdir(dir);
+    TEST_MAIN_END();
+}
