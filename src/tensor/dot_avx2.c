@@ -5,7 +5,9 @@
  * weights' levels are unsigned (nibbles 0..15, Q5_K 0..31, Q6_K 0..63) and the activations are signed; the
  * constant offsets (Q4_0's -8, Q6_K's -32) come out of the activation sums. Pair sums stay far from int16
  * saturation (63 * 127 * 2 < 32767). Within a block the sums are integers, converted to float once per block.
- * Block scales are converted 8 at a time; vec_dot_n is a loop over vec_dot at this level. */
+ * Block scales are converted 8 at a time; vec_dot_n is a loop over vec_dot at this level. Every result is
+ * bit-identical to ggml's AVX-512 build (the float order in dot.h; for F16 / F32 each 16-lane register is
+ * emulated by two 8-lane halves). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -14,6 +16,8 @@
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
+AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
 AVX2 static inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -21,40 +25,59 @@ AVX2 static inline float hsum_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
 AVX2 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* ---- float dots: 4 independent 8-wide FMA chains (the FMA latency is 4 cycles) ---- */
+/* ---- float dots: ggml's AVX-512 order (dot.h), each 16-lane register as two 8-lane halves ---- */
 
-/* The three float dots differ only in how 8 elements become fp32 (LOAD8) and how one tail element does (TO_F32).
- * A macro rather than a shared function taking a loader, so that each loop is compiled with its load inline. */
-#define AVX2_FLOAT_DOT(name, T, LOAD8, TO_F32)                                                                      \
+/* The float dots differ in how 8 elements become fp32 (LOAD8) and in the tail (TAIL, given the reduced float r
+ * and the start np of the tail, sets *s). 4 chains of 16 lanes (lo/hi halves) over the first n & ~63 elements;
+ * reduced as ggml: (c0 + c2) + (c1 + c3), then the 16 lanes halved down to one. */
+#define AVX2_FLOAT_DOT(name, T, LOAD8, TAIL)                                                                        \
     AVX2 static void name(int64_t n, float *s, const void *vx, const void *vy) {                                   \
         const T *x = vx, *y = vy;                                                                                  \
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                \
-        int64_t i = 0;                                                                                             \
-        for (; i + 32 <= n; i += 32) {                                                                             \
-            a0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), a0);                                                  \
-            a1 = _mm256_fmadd_ps(LOAD8(x + i + 8), LOAD8(y + i + 8), a1);                                          \
-            a2 = _mm256_fmadd_ps(LOAD8(x + i + 16), LOAD8(y + i + 16), a2);                                        \
-            a3 = _mm256_fmadd_ps(LOAD8(x + i + 24), LOAD8(y + i + 24), a3);                                        \
+        __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, h0 = l0, h1 = l0, h2 = l0, h3 = l0;            \
+        const int64_t np = n & ~(int64_t)63;                                                                       \
+        for (int64_t i = 0; i < np; i += 64) {                                                                     \
+            l0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), l0);                                                  \
+            h0 = _mm256_fmadd_ps(LOAD8(x + i + 8), LOAD8(y + i + 8), h0);                                          \
+            l1 = _mm256_fmadd_ps(LOAD8(x + i + 16), LOAD8(y + i + 16), l1);                                        \
+            h1 = _mm256_fmadd_ps(LOAD8(x + i + 24), LOAD8(y + i + 24), h1);                                        \
+            l2 = _mm256_fmadd_ps(LOAD8(x + i + 32), LOAD8(y + i + 32), l2);                                        \
+            h2 = _mm256_fmadd_ps(LOAD8(x + i + 40), LOAD8(y + i + 40), h2);                                        \
+            l3 = _mm256_fmadd_ps(LOAD8(x + i + 48), LOAD8(y + i + 48), l3);                                        \
+            h3 = _mm256_fmadd_ps(LOAD8(x + i + 56), LOAD8(y + i + 56), h3);                                        \
         }                                                                                                          \
-        for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), a0);                           \
-        float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));                          \
-        for (; i < n; i++) sum += TO_F32(x[i]) * TO_F32(y[i]);                                                     \
-        *s = sum;                                                                                                  \
+        const __m256 lo = _mm256_add_ps(_mm256_add_ps(l0, l2), _mm256_add_ps(l1, l3));                             \
+        const __m256 hi = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));                             \
+        const float r = hsum_ps(_mm256_add_ps(lo, hi));                                                            \
+        TAIL(r, np);                                                                                               \
     }
 
-AVX2 static inline float f32_id(float v) { return v; }
+/* F32: the tail's products rounded, then added one by one to the float sum (not fused). */
+#define F32_TAIL(r, i0)                                                                                            \
+    do {                                                                                                           \
+        float sum = r;                                                                                             \
+        for (int64_t i = i0; i < n; i++) sum += x[i] * y[i];                                                        \
+        *s = sum;                                                                                                  \
+    } while (0)
+/* F16, BF16: the tail in double (each product of two halves is exact in float), rounded once. */
+#define WIDE_TAIL(r, i0, TO_F32)                                                                                   \
+    do {                                                                                                           \
+        double sum = r;                                                                                            \
+        for (int64_t i = i0; i < n; i++) sum += (double)(TO_F32(x[i]) * TO_F32(y[i]));                             \
+        *s = (float)sum;                                                                                           \
+    } while (0)
+#define F16_TAIL(r, i0) WIDE_TAIL(r, i0, h2f)
+#define BF16_TAIL(r, i0) WIDE_TAIL(r, i0, bd_bf16_to_fp32)
+
 AVX2 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 AVX2 static inline __m256 load_bf16(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-AVX2_FLOAT_DOT(dot_f32, float, _mm256_loadu_ps, f32_id)
-AVX2_FLOAT_DOT(dot_f16, uint16_t, load_f16, h2f)
-AVX2_FLOAT_DOT(dot_bf16, uint16_t, load_bf16, bd_bf16_to_fp32)
+AVX2_FLOAT_DOT(dot_f32, float, _mm256_loadu_ps, F32_TAIL)
+AVX2_FLOAT_DOT(dot_f16, uint16_t, load_f16, F16_TAIL)
+AVX2_FLOAT_DOT(dot_bf16, uint16_t, load_bf16, BF16_TAIL)
 
 /* F16 activations with the F16C instruction (round to nearest even, as ggml's CPU backend does). */
 AVX2 static void to_fp16_act(const float *x, void *dst, int64_t k) {
@@ -116,9 +139,6 @@ AVX2 static inline __m256 scales8(const uint8_t *p, size_t stride) {
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
 }
 
-/* Lane k of v in all 8 lanes. */
-AVX2 static inline __m256 lane(__m256 v, int k) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(k)); }
-
 /* sum over a Q8_0 block of x * y, as 8 int32 lanes. */
 AVX2 static inline __m256i q8_0_dot(const int8_t *qs, __m256i a) { return dot_i8(load32(qs), a); }
 
@@ -132,30 +152,30 @@ AVX2 static inline __m256i q4_0_dot(const uint8_t *qs, __m256i a) {
 }
 
 /* The Q8_0 and Q4_0 dots differ only in the block type and its per-block integer dot (BLOCK_DOT: q8_0_dot or
- * q4_0_dot); 8 blocks' scales are converted at once, then two chains of 4 blocks. A macro rather than a shared
- * function taking BLOCK_DOT, so that each loop is compiled with it inline. */
+ * q4_0_dot). ggml's order (dot.h): one 8-lane chain, a fused multiply-add per block in block order; 8 blocks'
+ * scales are converted at once. A macro rather than a shared function taking BLOCK_DOT, so that each loop is
+ * compiled with it inline. */
 #define AVX2_BLOCK32_DOT(name, TX, BLOCK_DOT)                                                                       \
     AVX2 static void name(int64_t n, float *s, const void *vx, const void *vy) {                                   \
         const TX *x = vx;                                                                                          \
         const bd_block_q8_0 *y = vy;                                                                               \
         const int64_t nb = n / BD_QK8_0;                                                                           \
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;                                                            \
+        __m256 acc = _mm256_setzero_ps();                                                                          \
         int64_t i = 0;                                                                                             \
         for (; i + 8 <= nb; i += 8) {                                                                              \
-            const __m256 d = _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x),                           \
-                                           scales8((const uint8_t *)&y[i].d, sizeof *y));                          \
-            for (int k = 0; k < 8; k += 2) {                                                                       \
-                const __m256i p0 = BLOCK_DOT(x[i + k].qs, load32(y[i + k].qs));                                    \
-                const __m256i p1 = BLOCK_DOT(x[i + k + 1].qs, load32(y[i + k + 1].qs));                            \
-                acc0 = _mm256_fmadd_ps(lane(d, k), _mm256_cvtepi32_ps(p0), acc0);                                  \
-                acc1 = _mm256_fmadd_ps(lane(d, k + 1), _mm256_cvtepi32_ps(p1), acc1);                              \
+            float d[8];                                                                                            \
+            _mm256_storeu_ps(d, _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x),                        \
+                                              scales8((const uint8_t *)&y[i].d, sizeof *y)));                      \
+            for (int k = 0; k < 8; k++) {                                                                          \
+                const __m256i p = BLOCK_DOT(x[i + k].qs, load32(y[i + k].qs));                                     \
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[k]), _mm256_cvtepi32_ps(p), acc);                     \
             }                                                                                                      \
         }                                                                                                          \
         for (; i < nb; i++) {                                                                                      \
-            const __m256i p0 = BLOCK_DOT(x[i].qs, load32(y[i].qs));                                                \
-            acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0), acc0);       \
+            const __m256i p = BLOCK_DOT(x[i].qs, load32(y[i].qs));                                                 \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);         \
         }                                                                                                          \
-        *s = hsum_ps(_mm256_add_ps(acc0, acc1));                                                                   \
+        *s = hsum_ps(acc);                                                                                         \
     }
 
 AVX2_BLOCK32_DOT(dot_q8_0_q8_0, bd_block_q8_0, q8_0_dot)
@@ -182,10 +202,14 @@ AVX2 static inline __m256i scale_of(__m256i sc8, int j) {
     return _mm256_shuffle_epi8(sc8, _mm256_set1_epi16((short)(0x8000 | j)));
 }
 
-/* The shared loop of Q4_K and Q5_K (q5: the block has the 5th-bit plane qh before qs). */
+/* The shared loop of Q4_K and Q5_K (q5: the block has the 5th-bit plane qh before qs), in ggml's order (dot.h):
+ * an 8-lane chain for the scaled levels; the mins in a 4-lane chain (Q4_K, lane k: mins 2k and 2k+1) or a
+ * scalar one (Q5_K), fused with -dmin. */
 AVX2 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, const bd_block_q8_K *y, int q5) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
-    __m256 acc = _mm256_setzero_ps(), macc = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
+    __m128 macc = _mm_setzero_ps(); /* Q4_K's 4-lane min chain */
+    float summ = 0;                 /* Q5_K's scalar one */
     for (int64_t i = 0; i < nb; i++, xb += xstride) {
         const uint8_t *q = xb + 4 + BD_K_SCALE_SIZE + (q5 ? BD_QK_K / 8 : 0);
         const int8_t *a = y[i].qs;
@@ -206,12 +230,22 @@ AVX2 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, 
             isum1 = _mm256_add_epi32(isum1,
                                      _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(a + 32)), scale_of(sc8, j + 1)));
         }
-        const __m128 dd = k_d_dmin(xb, y[i].d);
+        /* d * y.d and -(dmin * y.d) */
+        const __m128 dd = _mm_xor_ps(k_d_dmin(xb, y[i].d), _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
         acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
-        macc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
-                               _mm256_cvtepi32_ps(k_min_lanes(m, y[i].bsums)), macc);
+        const __m256i mm = k_min_lanes(m, y[i].bsums);
+        const __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1));
+        if (q5) {
+            const __m128i m2 = _mm_add_epi32(m4, _mm_unpackhi_epi64(m4, m4));
+            const int msum = _mm_cvtsi128_si32(_mm_add_epi32(m2, _mm_shuffle_epi32(m2, 1)));
+            summ = _mm_cvtss_f32(_mm_fmadd_ss(_mm_movehdup_ps(dd), _mm_cvtsi32_ss(dd, msum), _mm_set_ss(summ)));
+        } else {
+            macc = _mm_fmadd_ps(_mm_permute_ps(dd, 0x55), _mm_cvtepi32_ps(m4), macc);
+        }
     }
-    return hsum_ps(_mm256_sub_ps(acc, macc));
+    if (q5) return hsum_ps(acc) + summ;
+    macc = _mm_add_ps(macc, _mm_movehl_ps(macc, macc));
+    return hsum_ps(acc) + _mm_cvtss_f32(_mm_add_ss(macc, _mm_movehdup_ps(macc)));
 }
 
 AVX2 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
@@ -226,7 +260,7 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
     const bd_block_q6_K *x = vx;
     const bd_block_q8_K *y = vy;
     const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(0x30);
-    __m256 acc = _mm256_setzero_ps(), oacc = _mm256_setzero_ps();
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / BD_QK_K; i++) {
         const uint8_t *ql = x[i].ql, *qh = x[i].qh;
         const int8_t *a = y[i].qs;
@@ -255,14 +289,14 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
             isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q4, load32(a + 96)), SC2(k + 6)));
         }
 #undef SC2
-        const float d = h2f(x[i].d) * y[i].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), acc);
-        /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
+        /* The -32 offset of every level, spread over the lanes as ggml does: lane k gets
+         * 32 * (sc[2k] * bsums[2k] + sc[2k+1] * bsums[2k+1]). */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        oacc = _mm256_fmadd_ps(_mm256_set1_ps(32 * d), _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y[i].bsums))),
-                               oacc);
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[i].bsums)), 5);
+        const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(isum0, isum1), off);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
     }
-    *s = hsum_ps(_mm256_sub_ps(acc, oacc));
+    *s = hsum_ps(acc);
 }
 
 BD_DOT_N_LOOP(dot_f32_n, dot_f32)

@@ -1,16 +1,17 @@
 /* dot_avx512.c — dot products for CPUs with AVX-512 F, BW, VL and VNNI (Ice Lake, Sapphire Rapids, Zen 4);
  * the BF16 dot also uses AVX512_BF16 when present.
  *
- * Each function carries its own target attribute (dot.c has checked CPUID first). The quantized dots work on
- * 512-bit vectors holding two 32-element sub-blocks (or two Q8_0 blocks): VNNI's u8 x s8 -> s32 (vpdpbusd)
- * for the blocks of 32, and u8 x s8 -> s16 pairs (vpmaddubsw) followed by VNNI's s16 x s16 -> s32 (vpdpwssd)
- * with the sub-block scales for the K-quants, so no int32 multiply is needed. Constant offsets and K-quant
- * mins are taken from the activation sums and accumulated as vectors (no horizontal sum per block).
+ * Each function carries its own target attribute (dot.c has checked CPUID first). Every result is bit-identical
+ * to ggml's (the float order in dot.h): the integer work uses 512-bit vectors holding two 32-element sub-blocks
+ * (or two Q8_0 blocks), VNNI's u8 x s8 -> s32 (vpdpbusd) for the blocks of 32 and u8 x s8 -> s16 pairs
+ * (vpmaddubsw) followed by s16 x s16 -> s32 (vpdpwssd) with the sub-block scales for the K-quants; the 16 int32
+ * lanes then fold to ggml's 8 (exact), and the float accumulation is ggml's 8-lane chain.
  *
  * On these CPUs 512-bit work issues on two ports only, and that, not memory, bounds a single thread here; so
  * the code spends few vector instructions per block: fp16 block scales are converted 8 at a time, K-quant
  * nibbles are split from one broadcast load with a per-half shift, and the multi-row versions (vec_dot_n)
- * decode a weight block once for up to 4 activation rows. */
+ * decode a weight block once for up to 4 activation rows (independent chains, which also hides the latency
+ * of the per-block fused multiply-add chain). */
 #include <immintrin.h>
 #include <string.h>
 
@@ -37,45 +38,63 @@ AVX512 static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* ---- float dots: 4 independent 16-wide FMA chains ---- */
+/* ---- float dots: ggml's order (dot.h): 4 chains of 16 lanes over the first n & ~63, a fixed tree, the tail ---- */
 
-/* The three float dots differ only in how 16 elements become fp32 (LOAD16) and how the last n % 16 do under a
- * mask, the unused lanes loading as 0 (LOAD16_MASKED). A macro rather than a shared function taking loaders, so
- * that each loop is compiled with its loads inline. */
-#define AVX512_FLOAT_DOT(name, T, LOAD16, LOAD16_MASKED)                                                            \
+/* ggml's reduction of its 4 accumulators: (a0 + a2) + (a1 + a3), then the 16 lanes halved 16 -> 8 -> 4 -> 2 -> 1
+ * (what _mm512_reduce_add_ps does). */
+AVX512 static inline float reduce4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a2), _mm512_add_ps(a1, a3)));
+}
+
+/* The float dots differ in how 16 elements become fp32 (LOAD16) and how the tail of n % 64 elements is added
+ * (TAIL, given the reduced float r and the index i where the tail starts, sets *s). A macro rather than a
+ * shared function taking loaders, so that each loop is compiled with its loads inline. */
+#define AVX512_FLOAT_DOT(name, T, LOAD16, TAIL)                                                                     \
     AVX512 static void name(int64_t n, float *s, const void *vx, const void *vy) {                                 \
         const T *x = vx, *y = vy;                                                                                  \
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                                \
-        int64_t i = 0;                                                                                             \
-        for (; i + 64 <= n; i += 64) {                                                                             \
+        const int64_t np = n & ~(int64_t)63;                                                                       \
+        for (int64_t i = 0; i < np; i += 64) {                                                                     \
             a0 = _mm512_fmadd_ps(LOAD16(x + i), LOAD16(y + i), a0);                                                \
             a1 = _mm512_fmadd_ps(LOAD16(x + i + 16), LOAD16(y + i + 16), a1);                                      \
             a2 = _mm512_fmadd_ps(LOAD16(x + i + 32), LOAD16(y + i + 32), a2);                                      \
             a3 = _mm512_fmadd_ps(LOAD16(x + i + 48), LOAD16(y + i + 48), a3);                                      \
         }                                                                                                          \
-        for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(LOAD16(x + i), LOAD16(y + i), a0);                       \
-        if (i < n) {                                                                                               \
-            const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);                                                  \
-            a1 = _mm512_fmadd_ps(LOAD16_MASKED(k, x + i), LOAD16_MASKED(k, y + i), a1);                            \
-        }                                                                                                          \
-        *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));                    \
+        const float r = reduce4x16(a0, a1, a2, a3);                                                                \
+        TAIL(r, np);                                                                                               \
     }
 
+/* F32: the tail's products rounded, then added one by one to the float sum (not fused). */
+#define F32_TAIL(r, i0)                                                                                            \
+    do {                                                                                                           \
+        float sum = r;                                                                                             \
+        for (int64_t i = i0; i < n; i++) sum += x[i] * y[i];                                                        \
+        *s = sum;                                                                                                  \
+    } while (0)
+/* F16: the tail is added in double (each product of two halves is exact in float), then rounded once. */
+#define F16_TAIL(r, i0)                                                                                            \
+    do {                                                                                                           \
+        double sum = r;                                                                                            \
+        for (int64_t i = i0; i < n; i++) sum += (double)(h2f(x[i]) * h2f(y[i]));                                   \
+        *s = (float)sum;                                                                                           \
+    } while (0)
+/* BF16 (only without AVX512_BF16; ggml's order there is not matched): the tail as F16's. */
+#define BF16_TAIL(r, i0)                                                                                           \
+    do {                                                                                                           \
+        double sum = r;                                                                                            \
+        for (int64_t i = i0; i < n; i++) sum += (double)(bd_bf16_to_fp32(x[i]) * bd_bf16_to_fp32(y[i]));          \
+        *s = (float)sum;                                                                                           \
+    } while (0)
+
 AVX512 static inline __m512 load_f16(const uint16_t *p) { return _mm512_cvtph_ps(load32(p)); }
-AVX512 static inline __m512 load_f16_masked(__mmask16 k, const uint16_t *p) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, p));
-}
 AVX512 static inline __m512 bf16_widen(__m256i v) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
 AVX512 static inline __m512 load_bf16(const uint16_t *p) { return bf16_widen(load32(p)); }
-AVX512 static inline __m512 load_bf16_masked(__mmask16 k, const uint16_t *p) {
-    return bf16_widen(_mm256_maskz_loadu_epi16(k, p));
-}
 
-AVX512_FLOAT_DOT(dot_f32, float, _mm512_loadu_ps, _mm512_maskz_loadu_ps)
-AVX512_FLOAT_DOT(dot_f16, uint16_t, load_f16, load_f16_masked)
-AVX512_FLOAT_DOT(dot_bf16, uint16_t, load_bf16, load_bf16_masked)
+AVX512_FLOAT_DOT(dot_f32, float, _mm512_loadu_ps, F32_TAIL)
+AVX512_FLOAT_DOT(dot_f16, uint16_t, load_f16, F16_TAIL)
+AVX512_FLOAT_DOT(dot_bf16, uint16_t, load_bf16, BF16_TAIL)
 
 /* With AVX512_BF16: vdpbf16ps multiplies bf16 pairs exactly and adds them in fp32 (as ggml's backend does on
  * this CPU). It treats bf16 subnormals (< 1.2e-38) as zero, which the widening version above does not. */
@@ -123,11 +142,6 @@ AVX512 static inline __m256 scales8(const uint8_t *p, size_t stride) {
     return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
 }
 
-/* vpermps indices putting scale 0 in lanes 0..7 and scale 1 in lanes 8..15; add 2 for the next pair. */
-AVX512 static inline __m512i pair_index0(void) {
-    return _mm512_mask_blend_epi32(0xFF00, _mm512_setzero_si512(), _mm512_set1_epi32(1));
-}
-
 /* One block (the tails): 8 int32 lanes of sums of signed byte products. */
 AVX512 static inline __m256i dot_i8_block(__m256i x, __m256i y) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
@@ -135,14 +149,18 @@ AVX512 static inline __m256i dot_i8_block(__m256i x, __m256i y) {
 
 #define INLINE __attribute__((always_inline)) inline
 
-/* Q8_0 weights against ny Q8_0 activation rows (y + j*by): weight levels, their signs and scales are read once
- * per 8 blocks and used for every row, each row computed exactly as with ny = 1. */
+/* The high 8 lanes of v. */
+AVX512 static inline __m256 hi8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
+
+/* Q8_0 weights against ny Q8_0 activation rows (y + j*by), in ggml's order (dot.h): per row one 8-lane chain,
+ * a fused multiply-add per block in block order. Weight levels, their signs and scales are read once per 8
+ * blocks and used for every row; two blocks' integer sums come from one 512-bit vpdpbusd, then feed the chain
+ * one after the other. Each row's arithmetic is the same whatever ny. */
 AVX512 static INLINE void dot_q8_0_n(int64_t n, const bd_block_q8_0 *x, const uint8_t *yb, size_t by, int ny, float *s,
                                      size_t bs) {
     const int64_t nb = n / BD_QK8_0;
-    const __m512i two = _mm512_set1_epi32(2);
-    __m512 acc0[BD_DOT_MAX_NY], acc1[BD_DOT_MAX_NY];
-    for (int j = 0; j < ny; j++) acc0[j] = acc1[j] = _mm512_setzero_ps();
+    __m256 acc[BD_DOT_MAX_NY];
+    for (int j = 0; j < ny; j++) acc[j] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
         const __m256 xd = scales8((const uint8_t *)&x[i].d, sizeof *x);
@@ -155,31 +173,30 @@ AVX512 static INLINE void dot_q8_0_n(int64_t n, const bd_block_q8_0 *x, const ui
         }
         for (int j = 0; j < ny; j++) {
             const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by);
-            const __m512 d = _mm512_castps256_ps512(_mm256_mul_ps(xd, scales8((const uint8_t *)&y[i].d, sizeof *y)));
-            __m512i idx = pair_index0();
-            for (int p = 0; p < 4; p++, idx = _mm512_add_epi32(idx, two)) {
+            float d[8];
+            _mm256_storeu_ps(d, _mm256_mul_ps(xd, scales8((const uint8_t *)&y[i].d, sizeof *y)));
+            __m256 a = acc[j];
+            for (int p = 0; p < 4; p++) {
                 const __m512i yv = join(load32(y[i + 2 * p].qs), load32(y[i + 2 * p + 1].qs));
                 /* |x| (unsigned) times y carrying x's sign, 4 products per 32-bit lane. */
                 const __m512i sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
-                const __m512i prod = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax[p], sy);
-                const __m512 sc = _mm512_permutexvar_ps(idx, d);
-                if (p & 1) {
-                    acc1[j] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc1[j]);
-                } else {
-                    acc0[j] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc0[j]);
-                }
+                const __m512 prod = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ax[p], sy));
+                a = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[2 * p]), _mm512_castps512_ps256(prod), a);
+                a = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[2 * p + 1]), hi8(prod), a);
             }
+            acc[j] = a;
         }
     }
-    for (int j = 0; j < ny; j++) {
-        const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by);
-        __m256 tail = _mm256_setzero_ps();
-        for (int64_t t = i; t < nb; t++) {
-            const __m256i p = dot_i8_block(load32(x[t].qs), load32(y[t].qs));
-            tail = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[t].d) * h2f(y[t].d)), _mm256_cvtepi32_ps(p), tail);
+    for (; i < nb; i++) {
+        const __m256i xv = load32(x[i].qs);
+        const float xd = h2f(x[i].d);
+        for (int j = 0; j < ny; j++) {
+            const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by) + i;
+            const __m256i p = dot_i8_block(xv, load32(y->qs));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(xd * h2f(y->d)), _mm256_cvtepi32_ps(p), acc[j]);
         }
-        s[j * bs] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[j], acc1[j])) + hsum256(tail);
     }
+    for (int j = 0; j < ny; j++) s[j * bs] = hsum256(acc[j]);
 }
 
 AVX512 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
@@ -201,50 +218,48 @@ AVX512 static void dot_q8_0_q8_0_n(int64_t n, float *s, size_t bs, const void *v
 #undef CALL
 }
 
+/* Q4_0 against Q8_0 in ggml's order (as Q8_0's): per block, 8 int32 lanes of (q - 8) * y over 4 consecutive
+ * elements, then one fused multiply-add into an 8-lane chain. */
 AVX512 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const bd_block_q4_0 *x = vx;
     const bd_block_q8_0 *y = vy;
     const int64_t nb = n / BD_QK4_0;
-    const __m512i low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), two = _mm512_set1_epi32(2);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
     /* vpermt2q indices: from 4 blocks' low nibbles (lo) and high nibbles (hi), 16 bytes per block each, make
      * two blocks in element order: lo0 hi0 lo1 hi1, then lo2 hi2 lo3 hi3. */
     const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
     const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+    __m256 acc = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
-        const __m512 d = _mm512_castps256_ps512(
-            _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x), scales8((const uint8_t *)&y[i].d, sizeof *y)));
-        __m512i idx = pair_index0();
+        float d[8];
+        _mm256_storeu_ps(d, _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x),
+                                          scales8((const uint8_t *)&y[i].d, sizeof *y)));
         for (int g = 0; g < 8; g += 4) {
             __m512i b = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[i + g].qs));
             b = _mm512_inserti32x4(b, _mm_loadu_si128((const __m128i *)x[i + g + 1].qs), 1);
             b = _mm512_inserti32x4(b, _mm_loadu_si128((const __m128i *)x[i + g + 2].qs), 2);
             b = _mm512_inserti32x4(b, _mm_loadu_si128((const __m128i *)x[i + g + 3].qs), 3);
             const __m512i lo = _mm512_and_si512(b, low4), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
-            for (int p = 0; p < 4; p += 2, idx = _mm512_add_epi32(idx, two)) {
+            for (int p = 0; p < 4; p += 2) {
                 const __m512i q = _mm512_permutex2var_epi64(lo, p ? second : first, hi);
                 const __m512i a = join(load32(y[i + g + p].qs), load32(y[i + g + p + 1].qs));
-                /* sum (q - 8) * y = sum q * y - sum 8 * y: both unsigned x signed. */
+                /* sum (q - 8) * y = sum q * y - sum 8 * y: both unsigned x signed, exact in each lane. */
                 const __m512i prod = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a),
                                                       _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, a));
-                const __m512 sc = _mm512_permutexvar_ps(idx, d);
-                if (p) {
-                    acc1 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc1);
-                } else {
-                    acc0 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(prod), acc0);
-                }
+                const __m512 pf = _mm512_cvtepi32_ps(prod);
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[g + p]), _mm512_castps512_ps256(pf), acc);
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[g + p + 1]), hi8(pf), acc);
             }
         }
     }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
     for (; i < nb; i++) {
-        int isum = 0;
-        for (int j = 0; j < BD_QK4_0 / 2; j++)
-            isum += ((x[i].qs[j] & 0xF) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + BD_QK4_0 / 2];
-        sum += (float)isum * (h2f(x[i].d) * h2f(y[i].d));
+        const __m128i b = _mm_loadu_si128((const __m128i *)x[i].qs);
+        const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+        const __m256i p = dot_i8_block(_mm256_sub_epi8(q, _mm256_set1_epi8(8)), load32(y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
     }
-    *s = sum;
+    *s = hsum256(acc);
 }
 
 /* ---- K-quants against Q8_K ---- */
@@ -260,9 +275,17 @@ AVX512 static inline __m512i k_nibbles(const uint8_t *q, __m512i shift, __m512i 
     return _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(q)), shift), low4);
 }
 
+/* The sum of 4 floats as ggml adds them: (v0 + v2) + (v1 + v3). */
+AVX512 static inline float hsum128(__m128 v) {
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+
 /* The shared loop of Q4_K and Q5_K (q5: the block has the 5th-bit plane qh before qs), for ny activation
  * rows (y + j*by) at once: the weights are decoded once per block and used ny times. Each row's arithmetic is
- * the same whatever ny, so the results are bit-identical to ny single calls. */
+ * the same whatever ny, so the results are bit-identical to ny single calls. ggml's order (dot.h): the 16
+ * int32 lanes of a block fold to 8 (lane k: elements with (e % 32) / 4 == k), one fused multiply-add per block
+ * into an 8-lane chain; the mins go to a 4-lane chain (Q4_K) or a scalar one (Q5_K) with -dmin. */
 AVX512 static INLINE void dot_k45_n(int64_t nb, const uint8_t *xb, size_t xstride, const uint8_t *yb, size_t by,
                                     int ny, float *s, size_t bs, int q5) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
@@ -273,9 +296,10 @@ AVX512 static INLINE void dot_k45_n(int64_t nb, const uint8_t *xb, size_t xstrid
     const __m512i idx2 = _mm512_add_epi16(idx0, _mm512_set1_epi16(4));
     const __m512i idx3 = _mm512_add_epi16(idx0, _mm512_set1_epi16(6));
     const __m512i bit0 = _mm512_mask_blend_epi8(0xFFFFFFFF00000000ull, _mm512_set1_epi8(1), _mm512_set1_epi8(2));
-    __m512 acc[BD_DOT_MAX_NY];
-    __m256 macc[BD_DOT_MAX_NY];
-    for (int j = 0; j < ny; j++) acc[j] = _mm512_setzero_ps(), macc[j] = _mm256_setzero_ps();
+    __m256 acc[BD_DOT_MAX_NY];
+    __m128 macc[BD_DOT_MAX_NY]; /* Q4_K */
+    float summ[BD_DOT_MAX_NY];  /* Q5_K */
+    for (int j = 0; j < ny; j++) acc[j] = _mm256_setzero_ps(), macc[j] = _mm_setzero_ps(), summ[j] = 0;
     for (int64_t i = 0; i < nb; i++, xb += xstride) {
         /* Both layouts start with d, dmin, scales[12]; Q5_K then has qh[32] before qs. */
         const uint8_t *q = xb + 4 + BD_K_SCALE_SIZE + (q5 ? BD_QK_K / 8 : 0);
@@ -309,13 +333,23 @@ AVX512 static INLINE void dot_k45_n(int64_t nb, const uint8_t *xb, size_t xstrid
             __m512i t1 = _mm512_madd_epi16(_mm512_maddubs_epi16(l1, load64(a + 64)), s1);
             t0 = _mm512_dpwssd_epi32(t0, _mm512_maddubs_epi16(l2, load64(a + 128)), s2);
             t1 = _mm512_dpwssd_epi32(t1, _mm512_maddubs_epi16(l3, load64(a + 192)), s3);
-            const __m128 dd = _mm_mul_ps(xdd, _mm_set1_ps(y->d));
-            acc[j] = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(t0, t1)), acc[j]);
-            macc[j] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
-                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(load32(y->bsums), m16)), macc[j]);
+            const __m512i t = _mm512_add_epi32(t0, t1);
+            const __m256i t8 = _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+            /* d * y.d and -(dmin * y.d) */
+            const __m128 dd = _mm_xor_ps(_mm_mul_ps(xdd, _mm_set1_ps(y->d)), _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
+            acc[j] = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(t8), acc[j]);
+            const __m256i mm = _mm256_madd_epi16(load32(y->bsums), m16); /* lane k: min k times its 32 levels */
+            const __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1));
+            if (q5) {
+                const __m128i m2 = _mm_add_epi32(m4, _mm_unpackhi_epi64(m4, m4));
+                const int msum = _mm_cvtsi128_si32(_mm_add_epi32(m2, _mm_shuffle_epi32(m2, 1)));
+                summ[j] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_movehdup_ps(dd), _mm_cvtsi32_ss(dd, msum), _mm_set_ss(summ[j])));
+            } else {
+                macc[j] = _mm_fmadd_ps(_mm_permute_ps(dd, 0x55), _mm_cvtepi32_ps(m4), macc[j]);
+            }
         }
     }
-    for (int j = 0; j < ny; j++) s[j * bs] = _mm512_reduce_add_ps(acc[j]) - hsum256(macc[j]);
+    for (int j = 0; j < ny; j++) s[j * bs] = hsum256(acc[j]) + (q5 ? summ[j] : hsum128(macc[j]));
 }
 
 AVX512 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
@@ -346,9 +380,8 @@ AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const ui
                                              0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i four = _mm512_set1_epi16(4);
     const __m512i shift2 = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(2));
-    __m512 acc[BD_DOT_MAX_NY];
-    __m256 oacc[BD_DOT_MAX_NY];
-    for (int j = 0; j < ny; j++) acc[j] = _mm512_setzero_ps(), oacc[j] = _mm256_setzero_ps();
+    __m256 acc[BD_DOT_MAX_NY];
+    for (int j = 0; j < ny; j++) acc[j] = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / BD_QK_K; i++) {
         const uint8_t *ql = x[i].ql, *qh = x[i].qh;
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
@@ -375,14 +408,14 @@ AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const ui
             __m512i isum = _mm512_setzero_si512();
             for (int r = 0; r < 4; r++)
                 isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(lv[r], load64(a + 64 * r)), sv[r]);
-            const float d = xd * y->d;
-            acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(isum), acc[j]);
-            /* The -32 offset of every level: 32 * sum_j sc[j] * bsums[j]. */
-            oacc[j] = _mm256_fmadd_ps(_mm256_set1_ps(32 * d),
-                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(sc16, load32(y->bsums))), oacc[j]);
+            /* Fold to ggml's 8 lanes (k: elements with (e % 32) / 4 == k), minus the -32 offset of every level
+             * as ggml spreads it: lane k gets 32 * (sc[2k] * bsums[2k] + sc[2k+1] * bsums[2k+1]). */
+            __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
+            i8 = _mm256_sub_epi32(i8, _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y->bsums)), 5));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(xd * y->d), _mm256_cvtepi32_ps(i8), acc[j]);
         }
     }
-    for (int j = 0; j < ny; j++) s[j * bs] = _mm512_reduce_add_ps(acc[j]) - hsum256(oacc[j]);
+    for (int j = 0; j < ny; j++) s[j * bs] = hsum256(acc[j]);
 }
 
 AVX512 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {

@@ -1,9 +1,9 @@
 /* dot_scalar.c — portable C dot products for every weight type, and the activation converters.
  *
- * The reference every SIMD variant is tested against, and the fallback for CPUs without AVX2. Within a block
- * the quantized dots are exact integer sums; only the per-block float terms are rounded, in block order.
- * Plain float dots keep 8 partial sums (a fixed, SIMD-like order the compiler can vectorize without
- * reassociating). */
+ * The reference every SIMD variant is tested against, and the fallback for CPUs without AVX2. Each function
+ * emulates the float order of ggml's AVX-512 build (dot.h): the same lanes, chains and reduction trees, written
+ * with plain arrays, so every level gives the same bits (BF16 excepted). Within a block the quantized sums are
+ * exact integers; only how they are split into lanes matters. */
 #include <math.h>
 #include <string.h>
 
@@ -37,147 +37,160 @@ void bd_fp32_to_fp16_act(const float *x, void *dst, int64_t k) { bd_fp32_to_fp16
 void bd_fp32_to_bf16_act(const float *x, void *dst, int64_t k) { bd_fp32_to_bf16_row(x, dst, k); }
 void bd_fp32_copy_act(const float *x, void *dst, int64_t k) { memcpy(dst, x, (size_t)k * sizeof(float)); }
 
-/* ---- float dots ---- */
+/* ---- ggml's float order, emulated (dot.h) ---- */
 
-/* The three float dots differ only in how an element becomes fp32 (TO_F32): 8 accumulators, summed in a fixed
- * tree, then the tail. A macro rather than a function taking a converter, so the conversion stays inline. */
-#define SCALAR_FLOAT_DOT(name, T, TO_F32)                                                                           \
+/* The 16 lanes of a 512-bit register halved 16 -> 8 -> 4 -> 2 -> 1, as _mm512_reduce_add_ps adds them. */
+static float reduce16(const float v[16]) {
+    float w[8], u[4];
+    for (int l = 0; l < 8; l++) w[l] = v[l] + v[l + 8];
+    for (int l = 0; l < 4; l++) u[l] = w[l] + w[l + 4];
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+/* The 8 lanes of a 256-bit register as ggml's hsum_float_8 adds them. */
+static float reduce8(const float v[8]) {
+    float u[4];
+    for (int l = 0; l < 4; l++) u[l] = v[l] + v[l + 4];
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+/* ---- float dots: 4 chains of 16 lanes over the first n & ~63 elements, the tail after ---- */
+
+/* The float dots differ in how an element becomes fp32 (TO_F32) and in the tail (TAIL). A macro rather than a
+ * function taking a converter, so the conversion stays inline. In the chains, acc += x * y is a fused
+ * multiply-add in ggml; for F16 and BF16 the product is exact in float, so a plain multiply-add is the same. */
+#define SCALAR_FLOAT_DOT(name, T, TO_F32, MADD, TAIL)                                                               \
     static void name(int64_t n, float *s, const void *vx, const void *vy) {                                        \
         const T *x = vx, *y = vy;                                                                                  \
-        float acc[8] = {0};                                                                                        \
-        int64_t i = 0;                                                                                             \
-        for (; i + 8 <= n; i += 8)                                                                                 \
-            for (int k = 0; k < 8; k++) acc[k] += TO_F32(x[i + k]) * TO_F32(y[i + k]);                             \
-        float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));             \
-        for (; i < n; i++) sum += TO_F32(x[i]) * TO_F32(y[i]);                                                     \
-        *s = sum;                                                                                                  \
+        float acc[4][16] = {{0}};                                                                                  \
+        const int64_t np = n & ~(int64_t)63;                                                                       \
+        for (int64_t i = 0; i < np; i += 64)                                                                       \
+            for (int c = 0; c < 4; c++)                                                                            \
+                for (int l = 0; l < 16; l++)                                                                       \
+                    acc[c][l] = MADD(TO_F32(x[i + 16 * c + l]), TO_F32(y[i + 16 * c + l]), acc[c][l]);             \
+        float v[16];                                                                                               \
+        for (int l = 0; l < 16; l++) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);                     \
+        const float r = reduce16(v);                                                                               \
+        TAIL                                                                                                       \
     }
 
 static inline float f32_id(float v) { return v; }
+static inline float madd_exact(float a, float b, float c) { return a * b + c; }
 
-SCALAR_FLOAT_DOT(dot_f32, float, f32_id)
-SCALAR_FLOAT_DOT(dot_f16, uint16_t, bd_fp16_to_fp32)
-SCALAR_FLOAT_DOT(dot_bf16, uint16_t, bd_bf16_to_fp32)
+/* F32: the tail's products rounded, then added one by one to the float sum (not fused). */
+#define F32_TAIL                                                                                                   \
+    float sum = r;                                                                                                 \
+    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];                                                  \
+    *s = sum;
+/* F16, BF16: the tail in double, rounded once. */
+#define WIDE_TAIL(TO_F32)                                                                                          \
+    double sum = r;                                                                                                \
+    for (int64_t i = np; i < n; i++) sum += (double)(TO_F32(x[i]) * TO_F32(y[i]));                                 \
+    *s = (float)sum;
 
-/* ---- block-of-32 dots against Q8_0 ---- */
+SCALAR_FLOAT_DOT(dot_f32, float, f32_id, fmaf, F32_TAIL)
+SCALAR_FLOAT_DOT(dot_f16, uint16_t, bd_fp16_to_fp32, madd_exact, WIDE_TAIL(bd_fp16_to_fp32))
+SCALAR_FLOAT_DOT(dot_bf16, uint16_t, bd_bf16_to_fp32, madd_exact, WIDE_TAIL(bd_bf16_to_fp32))
+
+/* ---- block-of-32 dots against Q8_0: ggml's 8-lane chain ---- */
+
+/* One block's integer sums (lane k: elements 4k..4k+3) scaled by d and fused into the 8-lane chain. */
+static inline void chain8(float acc[8], float d, const int lane[8]) {
+    for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)lane[k], acc[k]);
+}
 
 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const bd_block_q8_0 *x = vx, *y = vy;
-    float sum = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / BD_QK8_0; i++) {
-        int isum = 0;
-        for (int j = 0; j < BD_QK8_0; j++) isum += x[i].qs[j] * y[i].qs[j];
-        sum += (float)isum * (bd_fp16_to_fp32(x[i].d) * bd_fp16_to_fp32(y[i].d));
+        int lane[8] = {0};
+        for (int j = 0; j < BD_QK8_0; j++) lane[j / 4] += x[i].qs[j] * y[i].qs[j];
+        chain8(acc, bd_fp16_to_fp32(x[i].d) * bd_fp16_to_fp32(y[i].d), lane);
     }
-    *s = sum;
+    *s = reduce8(acc);
 }
 
 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const bd_block_q4_0 *x = vx;
     const bd_block_q8_0 *y = vy;
-    float sum = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / BD_QK4_0; i++) {
-        int isum = 0;
+        int lane[8] = {0};
         for (int j = 0; j < BD_QK4_0 / 2; j++) {
-            isum += ((x[i].qs[j] & 0xF) - 8) * y[i].qs[j];
-            isum += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + BD_QK4_0 / 2];
+            lane[j / 4] += ((x[i].qs[j] & 0xF) - 8) * y[i].qs[j];
+            lane[(j + BD_QK4_0 / 2) / 4] += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + BD_QK4_0 / 2];
         }
-        sum += (float)isum * (bd_fp16_to_fp32(x[i].d) * bd_fp16_to_fp32(y[i].d));
+        chain8(acc, bd_fp16_to_fp32(x[i].d) * bd_fp16_to_fp32(y[i].d), lane);
     }
-    *s = sum;
+    *s = reduce8(acc);
 }
 
-/* ---- K-quant dots against Q8_K ---- */
+/* ---- K-quant dots against Q8_K: ggml's 8-lane chain, lane k holding elements with (e % 32) / 4 == k ---- */
 
-/* The min term of Q4_K / Q5_K: sum over the 8 sub-blocks of m[j] * (sum of the activations' levels), the
- * latter read from the Q8_K group sums (two groups of 16 per sub-block of 32). */
-static int k_min_term(const uint8_t *scales, const int16_t *bsums) {
-    int sum = 0;
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        bd_get_scale_min_k4(j, scales, &sc, &m);
-        sum += m * (bsums[2 * j] + bsums[2 * j + 1]);
+/* Q4_K / Q5_K: level q(e) of element e of block x (q5: with the 5th bit). */
+static inline int k45_level(const uint8_t *qs, const uint8_t *qh, int e) {
+    const int c = e / 64, l = e % 32, hi = (e % 64) >= 32;
+    int q = hi ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
+    if (qh) q |= ((qh[l] >> (2 * c + hi)) & 1) << 4;
+    return q;
+}
+
+/* The shared body of Q4_K and Q5_K (qh: Q5_K's 5th-bit plane, or NULL). Mins: Q4_K keeps a 4-lane chain (lane
+ * k: mins 2k and 2k+1), Q5_K one float; both add -dmin times the integer with a fused multiply-add. */
+static float dot_k45(int64_t nb, const uint8_t *xb, size_t stride, const bd_block_q8_K *y, int q5) {
+    float acc[8] = {0}, macc[4] = {0}, summ = 0;
+    for (int64_t i = 0; i < nb; i++, xb += stride) {
+        const uint16_t *dd = (const uint16_t *)(const void *)xb; /* d, dmin */
+        const uint8_t *scales = xb + 4;
+        const uint8_t *qh = q5 ? xb + 4 + BD_K_SCALE_SIZE : NULL;
+        const uint8_t *qs = xb + 4 + BD_K_SCALE_SIZE + (q5 ? BD_QK_K / 8 : 0);
+        uint8_t sc[8], m[8];
+        for (int j = 0; j < 8; j++) bd_get_scale_min_k4(j, scales, &sc[j], &m[j]);
+        int lane[8] = {0};
+        for (int e = 0; e < BD_QK_K; e++) lane[(e % 32) / 4] += sc[e / 32] * k45_level(qs, qh, e) * y[i].qs[e];
+        const float d = y[i].d * bd_fp16_to_fp32(dd[0]), dmin = -(y[i].d * bd_fp16_to_fp32(dd[1]));
+        chain8(acc, d, lane);
+        int mlane[4];
+        for (int k = 0; k < 4; k++)
+            mlane[k] = m[2 * k] * (y[i].bsums[4 * k] + y[i].bsums[4 * k + 1]) +
+                       m[2 * k + 1] * (y[i].bsums[4 * k + 2] + y[i].bsums[4 * k + 3]);
+        if (q5) {
+            summ = fmaf(dmin, (float)(mlane[0] + mlane[1] + mlane[2] + mlane[3]), summ);
+        } else {
+            for (int k = 0; k < 4; k++) macc[k] = fmaf(dmin, (float)mlane[k], macc[k]);
+        }
     }
-    return sum;
+    return reduce8(acc) + (q5 ? summ : (macc[0] + macc[2]) + (macc[1] + macc[3]));
 }
 
 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q4_K *x = vx;
-    const bd_block_q8_K *y = vy;
-    float sum = 0;
-    for (int64_t i = 0; i < n / BD_QK_K; i++) {
-        const uint8_t *q = x[i].qs;
-        const int8_t *a = y[i].qs;
-        int isum = 0;
-        for (int j = 0; j < 8; j += 2, q += 32, a += 64) {
-            uint8_t sc0, sc1, m;
-            bd_get_scale_min_k4(j, x[i].scales, &sc0, &m);
-            bd_get_scale_min_k4(j + 1, x[i].scales, &sc1, &m);
-            int s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                s0 += (q[l] & 0xF) * a[l];
-                s1 += (q[l] >> 4) * a[l + 32];
-            }
-            isum += sc0 * s0 + sc1 * s1;
-        }
-        const float d = bd_fp16_to_fp32(x[i].d) * y[i].d, dmin = bd_fp16_to_fp32(x[i].dmin) * y[i].d;
-        sum += d * (float)isum - dmin * (float)k_min_term(x[i].scales, y[i].bsums);
-    }
-    *s = sum;
+    *s = dot_k45(n / BD_QK_K, vx, sizeof(bd_block_q4_K), vy, 0);
 }
 
 static void dot_q5_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q5_K *x = vx;
-    const bd_block_q8_K *y = vy;
-    float sum = 0;
-    for (int64_t i = 0; i < n / BD_QK_K; i++) {
-        const uint8_t *q = x[i].qs, *qh = x[i].qh;
-        const int8_t *a = y[i].qs;
-        int isum = 0;
-        for (int j = 0; j < 8; j += 2, q += 32, a += 64) {
-            uint8_t sc0, sc1, m;
-            bd_get_scale_min_k4(j, x[i].scales, &sc0, &m);
-            bd_get_scale_min_k4(j + 1, x[i].scales, &sc1, &m);
-            int s0 = 0, s1 = 0;
-            for (int l = 0; l < 32; l++) {
-                s0 += ((q[l] & 0xF) | (((qh[l] >> j) & 1) << 4)) * a[l];
-                s1 += ((q[l] >> 4) | (((qh[l] >> (j + 1)) & 1) << 4)) * a[l + 32];
-            }
-            isum += sc0 * s0 + sc1 * s1;
-        }
-        const float d = bd_fp16_to_fp32(x[i].d) * y[i].d, dmin = bd_fp16_to_fp32(x[i].dmin) * y[i].d;
-        sum += d * (float)isum - dmin * (float)k_min_term(x[i].scales, y[i].bsums);
-    }
-    *s = sum;
+    *s = dot_k45(n / BD_QK_K, vx, sizeof(bd_block_q5_K), vy, 1);
 }
 
+/* Q6_K: levels 0..63 (the -32 offset comes out of the activation sums, spread over the lanes as ggml does:
+ * lane k gets 32 * (sc[2k] * bsums[2k] + sc[2k+1] * bsums[2k+1])). */
 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const bd_block_q6_K *x = vx;
     const bd_block_q8_K *y = vy;
-    float sum = 0;
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / BD_QK_K; i++) {
-        const uint8_t *ql = x[i].ql, *qh = x[i].qh;
-        const int8_t *a = y[i].qs, *sc = x[i].scales;
-        int isum = 0;
-        /* Two halves of 128; in each, 4 rows of 32 share the ql / qh bytes (nibble and 2-bit field). */
-        for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128, sc += 8) {
-            int part[8] = {0}; /* per sub-block of 16 */
-            for (int l = 0; l < 32; l++) {
-                const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                const int is = l / 16;
-                part[is + 0] += q1 * a[l];
-                part[is + 2] += q2 * a[l + 32];
-                part[is + 4] += q3 * a[l + 64];
-                part[is + 6] += q4 * a[l + 96];
-            }
-            for (int k = 0; k < 8; k++) isum += sc[k] * part[k];
+        int lane[8] = {0};
+        for (int e = 0; e < BD_QK_K; e++) {
+            /* Halves of 128; in each, 4 runs of 32 share the ql bytes (low/high nibble) and the qh bytes. */
+            const int h = e / 128, r = (e % 128) / 32, l = e % 32;
+            const uint8_t qlb = x[i].ql[64 * h + 32 * (r & 1) + l], qhb = x[i].qh[32 * h + l];
+            const int q = ((r < 2 ? qlb & 0xF : qlb >> 4)) | (((qhb >> (2 * r)) & 3) << 4);
+            lane[l / 4] += x[i].scales[e / 16] * q * y[i].qs[e];
         }
-        sum += (bd_fp16_to_fp32(x[i].d) * y[i].d) * (float)isum;
+        for (int k = 0; k < 8; k++)
+            lane[k] -= 32 * (x[i].scales[2 * k] * y[i].bsums[2 * k] + x[i].scales[2 * k + 1] * y[i].bsums[2 * k + 1]);
+        chain8(acc, y[i].d * bd_fp16_to_fp32(x[i].d), lane);
     }
-    *s = sum;
+    *s = reduce8(acc);
 }
 
 BD_DOT_N_LOOP(dot_f32_n, dot_f32)

@@ -3,14 +3,15 @@
  * The CPU backend is not linked: llama.cpp loads one variant at run time, chosen for the CPU. Its
  * ggml_get_type_traits_cpu() gives the activation converters (quantize_row_q8_0 / q8_K, fp32 -> fp16 ...) and
  * the vec_dot functions llama.cpp really runs, which is what braid's dot products must agree with. This
- * helper dlopens the variant llama.cpp would pick here (BRAID_GGML_CPU overrides, e.g. "haswell"), the most
- * capable one this CPU can run, trying from the top. Header-only, shared by the tests that need it. */
+ * helper dlopens the variant llama.cpp would pick here (BRAID_GGML_CPU overrides, e.g. "haswell"): the one
+ * whose ggml_backend_score() is highest, as ggml_backend_load_best does (on an AVX-512 CPU without AMX: zen4). Header-only, shared by the tests that need it. */
 #ifndef BRAID_TESTS_ORACLE_CPU_H
 #define BRAID_TESTS_ORACLE_CPU_H
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <ggml-cpu.h>
 #include <ggml.h>
@@ -28,11 +29,11 @@ static oracle_cpu_traits_fn oracle_cpu_traits(const char **variant) {
         if (variant) *variant = name;
         return fn;
     }
-    /* Most capable first, with the CPU features each needs (a rough filter; dlopen does not check). */
-    static const char *const names[] = {"sapphirerapids", "icelake", "skylakex", "haswell", "x64"};
-    const bd_cpu_features *f = bd_cpu_get();
-    const int ok[5] = {f->avx512bf16 && f->avx512vnni, f->avx512vnni && f->avx512vbmi, f->avx512f && f->avx512bw,
-                       f->avx2 && f->fma && f->f16c, 1};
+    /* ggml_backend_load_best: every variant reports a score for this CPU (0: cannot run here); the highest
+     * wins. BRAID_GGML_CPU forces one (e.g. "haswell"). */
+    static const char *const names[] = {"sapphirerapids", "zen4",  "cooperlake", "icelake",     "cannonlake",
+                                        "cascadelake",    "skylakex", "alderlake", "haswell",    "sandybridge",
+                                        "ivybridge",      "piledriver", "sse42",   "x64"};
     const char *dir = getenv("BRAID_ORACLE_DIR"); /* set by CTest; else the default cache of fetch-oracle.sh */
     char home_dir[2048];
     if (dir == NULL || *dir == 0) {
@@ -41,33 +42,39 @@ static oracle_cpu_traits_fn oracle_cpu_traits(const char **variant) {
     }
     const char *force = getenv("BRAID_GGML_CPU");
     char path[4096];
-    for (int i = 0; i < 5; i++) {
+    void *best = NULL;
+    const char *best_name = NULL;
+    int best_score = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *v = names[i];
-        if (force && *force) {
-            v = force;
-        } else if (!ok[i]) {
-            continue;
-        }
+        if (force && *force && strcmp(force, v) != 0) continue;
         snprintf(path, sizeof path, "%s/lib/libggml-cpu-%s.so", dir, v);
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (h == NULL) {
-            fprintf(stderr, "oracle_cpu: %s\n", dlerror());
-            if (force && *force) return NULL;
-            continue;
+        if (h == NULL) continue;
+        int (*score)(void) = (int (*)(void))dlsym(h, "ggml_backend_score");
+        const int sc = score ? score() : 0;
+        if (sc > best_score || (force && *force)) {
+            if (best) dlclose(best);
+            best = h, best_name = v, best_score = sc;
+        } else {
+            dlclose(h);
         }
-        void (*init)(void) = (void (*)(void))dlsym(h, "ggml_cpu_init");
-        fn = (oracle_cpu_traits_fn)dlsym(h, "ggml_get_type_traits_cpu");
-        if (init == NULL || fn == NULL) {
-            fprintf(stderr, "oracle_cpu: %s lacks ggml_cpu_init / ggml_get_type_traits_cpu\n", path);
-            fn = NULL;
-            return NULL;
-        }
-        init();
-        name = v;
-        if (variant) *variant = name;
-        return fn;
     }
-    return NULL;
+    if (best == NULL) {
+        fprintf(stderr, "oracle_cpu: no libggml-cpu-*.so under %s/lib runs here\n", dir);
+        return NULL;
+    }
+    void (*init)(void) = (void (*)(void))dlsym(best, "ggml_cpu_init");
+    fn = (oracle_cpu_traits_fn)dlsym(best, "ggml_get_type_traits_cpu");
+    if (init == NULL || fn == NULL) {
+        fprintf(stderr, "oracle_cpu: %s lacks ggml_cpu_init / ggml_get_type_traits_cpu\n", best_name);
+        fn = NULL;
+        return NULL;
+    }
+    init();
+    name = best_name;
+    if (variant) *variant = name;
+    return fn;
 }
 
 #endif
