@@ -1,11 +1,14 @@
-/* gemv.c — picks the gemv kernel of a weight type for the SIMD level in use (see gemv.h).
- *
- * No kernels are plugged in yet: the multi-row kernels follow ggml's float order of each type, and are enabled
- * type by type once dot.h's vec_dot follows that order too (their outputs must be vec_dot's bits). Until then
- * the decode path loops over vec_dot. */
+/* gemv.c — picks the gemv kernel of a weight type for the SIMD level in use (see gemv.h). */
 #include "tensor/gemv.h"
 
+#include "tensor/gemv_impl.h"
+#include "tensor/simd.h"
+#include "tensor/types.h"
+
 bd_gemv_fn bd_gemv_get(uint32_t type) {
+#if BD_HAVE_X86
+    if (bd_simd() == BD_SIMD_AVX512) return bd_gemv_avx512(type);
+#endif
     (void)type;
     return NULL;
 }
