@@ -2,6 +2,7 @@
  * tokenizer, bind the weights, compute the fingerprint that state files are checked against. */
 #include "engine/model.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,13 +65,31 @@ braid_status bd_model_load_weights(braid_model *m) {
     return model_fingerprint(m);
 }
 
+/* use_mmap = 0: the file read into memory (64-byte aligned like a mapping's page-aligned base, so tensor
+ * alignment within the file carries over), for file systems where a mapping is slow or unsafe. */
+static braid_status open_copy(braid_model *m, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return bd_error(BRAID_E_IO, "model: cannot open '%s': %s", path, strerror(errno));
+    braid_status st = BRAID_OK;
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
+        st = bd_error(BRAID_E_IO, "model: cannot size '%s'", path);
+    if (st == BRAID_OK && !(m->file_copy = bd_aligned_alloc(64, n > 0 ? (size_t)n : 1)))
+        st = bd_error(BRAID_E_NOMEM, "model: out of memory for the %ld bytes of '%s'", n, path);
+    if (st == BRAID_OK && fread(m->file_copy, 1, (size_t)n, f) != (size_t)n)
+        st = bd_error(BRAID_E_IO, "model: short read of '%s'", path);
+    fclose(f);
+    if (st == BRAID_OK) st = gguf_open_memory(m->file_copy, (size_t)n, &m->gguf);
+    return st;
+}
+
 braid_status braid_model_load(const char *path, const braid_model_params *params, braid_model **out) {
     if (!path || !out) return bd_error(BRAID_E_INVALID, "braid_model_load: NULL argument");
     braid_model_params p = params ? *params : braid_model_default_params();
     *out = NULL;
     braid_model *m = bd_calloc(1, sizeof *m);
     if (!m) return bd_error(BRAID_E_NOMEM, "model: out of memory");
-    braid_status st = gguf_open(path, &m->gguf);
+    braid_status st = p.use_mmap ? gguf_open(path, &m->gguf) : open_copy(m, path);
     gguf_str arch = {0};
     if (st == BRAID_OK) st = gguf_get_str(m->gguf, "general.architecture", 1, &arch);
     if (st == BRAID_OK && (arch.len == 0 || arch.len >= sizeof m->arch_name))
@@ -87,6 +106,7 @@ braid_status braid_model_load(const char *path, const braid_model_params *params
         if (st == BRAID_OK && m->vocab) m->n_vocab = tok_n_tokens(m->vocab);
     }
     if (st == BRAID_OK && !p.vocab_only) st = bd_model_load_weights(m);
+    if (st == BRAID_OK && !p.vocab_only) gguf_prefault(m->gguf);
     if (st != BRAID_OK) {
         braid_model_free(m);
         return st;
@@ -101,6 +121,7 @@ void braid_model_free(braid_model *m) {
     if (m->arch && m->arch_data) m->arch->free_data(m->arch_data);
     tok_vocab_free(m->vocab);
     if (m->gguf) gguf_close(m->gguf);
+    bd_free(m->file_copy);
     bd_free(m);
 }
 

@@ -12,7 +12,8 @@
 struct tok_vocab;
 
 struct braid_model {
-    gguf_file *gguf;         /* owned; weights point into its mapping */
+    gguf_file *gguf;         /* owned; weights point into its mapping (or into file_copy) */
+    void *file_copy;         /* owned (bd_free): the whole file when loaded with use_mmap = 0, else NULL */
     struct tok_vocab *vocab; /* owned; NULL until the tokenizer loads it */
     char arch_name[32];      /* general.architecture */
     const bd_arch *arch;     /* NULL for a vocab-only load */

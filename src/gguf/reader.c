@@ -593,6 +593,17 @@ braid_status gguf_open(const char *path, gguf_file **out) {
     return open_common(f, out);
 }
 
+void gguf_prefault(const gguf_file *f) {
+    if (!f || !f->map) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), off = f->data_offset / page * page;
+    if (off >= f->size) return;
+    uint8_t *p = (uint8_t *)f->map + off;
+#ifdef MADV_POPULATE_READ
+    if (madvise(p, f->size - off, MADV_POPULATE_READ) == 0) return;
+#endif
+    (void)madvise(p, f->size - off, MADV_WILLNEED);
+}
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
     if (f->map) munmap(f->map, f->size);

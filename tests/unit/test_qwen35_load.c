@@ -172,6 +172,25 @@ int main(void) {
         CHECK_STATUS(braid_decode(c, &b), BRAID_E_FULL);
         CHECK(braid_seq_len(c, 0) == 3, "a full batch changed the length");
         CHECK(braid_logits(c, 2) != NULL && braid_logits(c, 0) == NULL, "logits of the last good decode");
+
+        /* The same file read into memory (use_mmap = 0) gives the same model: same fingerprint (a state
+         * moves between the two) and bit-identical logits. */
+        braid_model_params mp = braid_model_default_params();
+        mp.use_mmap = 0;
+        braid_model *mr = NULL;
+        CHECK_STATUS(braid_model_load(base_path, &mp, &mr), BRAID_OK);
+        braid_context *cr = NULL;
+        if (mr) CHECK_STATUS(braid_context_new(mr, &cp, &cr), BRAID_OK);
+        if (cr) {
+            b = (braid_batch){.n_tokens = 3, .token = t};
+            CHECK_STATUS(braid_decode(cr, &b), BRAID_OK);
+            const float *la = braid_logits(c, 2), *lb = braid_logits(cr, 2);
+            CHECK(la && lb && !memcmp(la, lb, 300 * sizeof(float)), "use_mmap 0 gives the same logits");
+            braid_context_free(cr);
+        }
+        braid_model_free(mr);
+        mp.use_mmap = 0;
+        CHECK(braid_model_load(missing, &mp, &mr) == BRAID_E_IO, "a missing file without mmap");
         CHECK_STATUS(braid_seq_truncate(c, 0, 5), BRAID_E_RANGE);
         CHECK_STATUS(braid_seq_truncate(c, 7, 0), BRAID_E_RANGE);
 
