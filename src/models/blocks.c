@@ -31,6 +31,21 @@ void blk_matmul(bd_threadpool *tp, const bd_weight *w, const float *x, int32_t T
     (void)st;
 }
 
+void blk_matmul_multi(bd_threadpool *tp, const bd_weight *const *ws, float *const *ys, int n, const float *x,
+                      int32_t T, void *wbuf) {
+    bd_matmul_op ops[8];
+    size_t ss = 0;
+    assert(n >= 1 && n <= 8);
+    for (int i = 0; i < n; i++) {
+        ops[i] = (bd_matmul_op){ws[i]->type, ws[i]->data, ws[i]->n_out, ys[i], ws[i]->n_out};
+        size_t s = bd_matmul_scratch_size(ws[i]->type, ws[i]->n_in, T);
+        if (s > ss) ss = s;
+    }
+    braid_status st = bd_matmul_multi(tp, ops, n, ws[0]->n_in, x, ws[0]->n_in, T, wbuf, ss);
+    assert(st == BRAID_OK);
+    (void)st;
+}
+
 void blk_get_row(const bd_weight *w, int64_t r, float *out) {
     if (w->type == BRAID_TYPE_F32) {
         memcpy(out, bd_weight_row(w, r), (size_t)w->n_in * sizeof(float));

@@ -507,9 +507,9 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_t
     const int32_t n_kv = hd * nkv;
     void *kc = mem->k[L->slot], *vc = mem->v[L->slot];
 
-    blk_matmul(tp, &L->wq, s->u, T, s->qg, s->wbuf); /* [T][nh][q hd ‖ gate hd] */
-    blk_matmul(tp, &L->wk, s->u, T, s->k, s->wbuf);  /* [T][nkv][hd] */
-    blk_matmul(tp, &L->wv, s->u, T, s->v, s->wbuf);  /* [T][nkv][hd] */
+    /* q‖gate [T][nh][q hd ‖ gate hd], k and v [T][nkv][hd]: one dispatch */
+    blk_matmul_multi(tp, (const bd_weight *[]){&L->wq, &L->wk, &L->wv}, (float *[]){s->qg, s->k, s->v}, 3, s->u, T,
+                     s->wbuf);
     add_bias(s->qg, &L->bq, T);
     add_bias(s->k, &L->bk, T);
     add_bias(s->v, &L->bv, T);
@@ -565,19 +565,24 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
     float *beta = s->ba, *alpha = s->ba + (size_t)T * Hv; /* [T][H_v] each */
 
     const int grp = Hv / Hk; /* value heads per key head */
-    if (L->ssm_in.data) { /* qwen3next legacy: one grouped projection, split into q ‖ k ‖ v and z */
-        blk_matmul(tp, &L->ssm_in, s->u, T, s->pre, s->wbuf);
-        q3n_split_qkvz(s->pre, T, S, Hk, grp, mixed, C, z, hp->value_dim);
+    if (!L->ssm_in.data && !L->ssm_ba.data) { /* qwen35: the four projections of u in one dispatch */
+        blk_matmul_multi(tp, (const bd_weight *[]){&L->wqkv, &L->wgate, &L->wbeta, &L->walpha},
+                         (float *[]){mixed, z, beta, alpha}, 4, s->u, T, s->wbuf);
     } else {
-        blk_matmul(tp, &L->wqkv, s->u, T, mixed, s->wbuf);
-        blk_matmul(tp, &L->wgate, s->u, T, z, s->wbuf);
-    }
-    if (L->ssm_ba.data) { /* qwen3next: b and a grouped by key head in one projection */
-        blk_matmul(tp, &L->ssm_ba, s->u, T, s->pre, s->wbuf);
-        q3n_split_ba(s->pre, T, Hk, grp, beta, alpha);
-    } else {
-        blk_matmul(tp, &L->wbeta, s->u, T, beta, s->wbuf);
-        blk_matmul(tp, &L->walpha, s->u, T, alpha, s->wbuf);
+        if (L->ssm_in.data) { /* qwen3next legacy: one grouped projection, split into q ‖ k ‖ v and z */
+            blk_matmul(tp, &L->ssm_in, s->u, T, s->pre, s->wbuf);
+            q3n_split_qkvz(s->pre, T, S, Hk, grp, mixed, C, z, hp->value_dim);
+        } else {
+            blk_matmul(tp, &L->wqkv, s->u, T, mixed, s->wbuf);
+            blk_matmul(tp, &L->wgate, s->u, T, z, s->wbuf);
+        }
+        if (L->ssm_ba.data) { /* qwen3next: b and a grouped by key head in one projection */
+            blk_matmul(tp, &L->ssm_ba, s->u, T, s->pre, s->wbuf);
+            q3n_split_ba(s->pre, T, Hk, grp, beta, alpha);
+        } else {
+            blk_matmul(tp, &L->wbeta, s->u, T, beta, s->wbuf);
+            blk_matmul(tp, &L->walpha, s->u, T, alpha, s->wbuf);
+        }
     }
 
     /* β = sigmoid(b); g = softplus(a + dt_bias) ⊙ A (A < 0, so g <= 0) */
@@ -640,8 +645,8 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
 /* §1.8 SwiGLU: W_down · (silu(W_gate·u) ⊙ W_up·u). */
 static void qw_ffn(const qw_layer *L, qw_scratch *s, bd_threadpool *tp, int32_t T, float *out) {
     const int64_t n_ff = L->ffn_gate.n_out;
-    blk_matmul(tp, &L->ffn_gate, s->u, T, s->ff_g, s->wbuf);
-    blk_matmul(tp, &L->ffn_up, s->u, T, s->ff_u, s->wbuf);
+    blk_matmul_multi(tp, (const bd_weight *[]){&L->ffn_gate, &L->ffn_up}, (float *[]){s->ff_g, s->ff_u}, 2, s->u, T,
+                     s->wbuf);
     bd_swiglu_rows(tp, s->ff_g, n_ff, s->ff_g, n_ff, s->ff_u, n_ff, n_ff, T);
     blk_matmul(tp, &L->ffn_down, s->ff_g, T, out, s->wbuf);
 }

@@ -6,19 +6,21 @@
  *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes). Each output is one accumulator over k in steps of the vector
  *   width, a masked tail, then a fixed reduction, identical in every tile shape: a token's result does not
  *   depend on T, the tiling or the thread count.
- * - Other types, few tokens (decode): activations converted to vec_dot_type in scratch (threads split the
- *   tokens, then meet at a barrier), then per (row, token) vec_dot from dot.h, weight rows in blocks that stay
- *   in L1/L2 while every token passes over them.
+ * - Other types, few tokens (decode): each thread converts the activations to vec_dot_type itself, then runs
+ *   the type's gemv kernel (gemv.h: several rows at once, prefetching, each output vec_dot's bits) over one
+ *   contiguous share of the weight bytes; bd_matmul_multi does several products of one input in one dispatch.
  * - Other types, many tokens (prompt): the converted activations are widened back to float, weight tiles are
  *   dequantized per thread, and the F32 kernels do the arithmetic (see mm_deq_task).
  * Threads own disjoint, contiguous row ranges (bd_split_aligned), so outputs never race. */
 #include "tensor/matmul.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "base/alloc.h"
 
 #include "tensor/dot.h"
+#include "tensor/gemv.h"
 #include "tensor/quant.h"
 #include "tensor/simd.h"
 #include "tensor/types.h"
@@ -30,7 +32,6 @@
 enum {
     MM_ROW_BLOCK = 128,  /* weight rows kept hot in L2 while the tokens pass (F32) */
     MM_KC = 1024,       /* K chunk: 6 activation rows of it (24 KiB) stay in L1 */
-    MM_QROW_BLOCK = 16, /* weight rows per block for the vec_dot path (a few KiB of quantized rows) */
 };
 
 /* ---- F32 kernels ------------------------------------------------------------------------------------------ */
@@ -251,37 +252,140 @@ static void mm_f32_task(void *arg, int ith, int nth) {
     mm_f32_rows(a, r0, r1);
 }
 
-/* ---- other types: convert, then vec_dot ------------------------------------------------------------------ */
+/* ---- other types, few tokens (decode): gemv kernels over long row runs -----------------------------------
+ * One dispatch computes one or several products that share their input (bd_matmul_multi). Each thread
+ * converts the few activation rows itself, into a buffer on its stack (no barrier between the conversion and
+ * the products; the conversion of a decode row costs far less than a barrier), then takes one contiguous
+ * share of all the weight bytes of all the products and runs the type's gemv kernel (gemv.h) over it: one
+ * long run of rows per product, streamed with prefetching. Larger inputs are converted once into the caller's
+ * scratch by all threads, then a barrier. Every output is the type's vec_dot, so the split does not matter. */
 
-typedef struct mm_q {
+enum {
+    MM_QROW_BLOCK = 16,        /* weight rows per block when several tokens pass over them (L1) */
+    MM_GEMV_STACK = 65536,     /* bytes of converted activations a thread may keep on its stack */
+    MM_GEMV_LOCAL_ELEMS = 16384, /* up to T*K elements, each thread converts for itself */
+    MM_GEMV_ROW_ALIGN = 8,     /* shares start at multiples of this many rows (the kernels' row group) */
+    MM_MULTI_MAX = 8,          /* products per bd_matmul_multi dispatch */
+};
+
+typedef struct mm_gemv {
     bd_threadpool *tp;
-    const bd_dot_traits *dt;
-    const uint8_t *W; /* N rows of wrow bytes */
-    size_t wrow;
-    const float *x; /* [T][ldx] */
-    uint8_t *xq;    /* [T][xrow] converted activations */
-    size_t xrow;
-    float *y;
-    int64_t N, K, T, ldx, ldy;
-} mm_q;
+    int n_ops;
+    const bd_matmul_op *ops;
+    bd_gemv_fn gemv[MM_MULTI_MAX];    /* NULL: loop over vec_dot */
+    bd_vec_dot_fn vec_dot[MM_MULTI_MAX];
+    size_t wrow[MM_MULTI_MAX];
+    uint64_t cum[MM_MULTI_MAX + 1];   /* weight bytes of the products before op i */
+    int slot[MM_MULTI_MAX];           /* which converted copy of x op i reads */
+    int n_slots;
+    const bd_dot_traits *slot_dt[MM_MULTI_MAX];
+    size_t slot_row[MM_MULTI_MAX];    /* bytes of one converted row */
+    size_t slot_off[MM_MULTI_MAX];    /* offset of the slot's T rows in the conversion buffer */
+    size_t xq_bytes;
+    const float *x;
+    int64_t K, T, ldx;
+    uint8_t *shared; /* NULL: each thread converts into its own stack buffer */
+} mm_gemv;
 
-static void mm_q_task(void *arg, int ith, int nth) {
-    const mm_q *a = arg;
-    int64_t t0, t1;
-    bd_split(a->T, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; t++) a->dt->from_float(a->x + t * a->ldx, a->xq + (size_t)t * a->xrow, a->K);
-    bd_threadpool_barrier(a->tp);
+/* Where thread share `t` of nth starts: the row of the product holding byte B*t/nth of all the weights,
+ * rounded down to the row group. Monotone in t, so the shares are disjoint and cover everything. */
+static void mm_gemv_bound(const mm_gemv *a, int t, int nth, int *op, int64_t *row) {
+    if (t >= nth) {
+        *op = a->n_ops, *row = 0;
+        return;
+    }
+    const uint64_t b = a->cum[a->n_ops] * (uint64_t)t / (uint64_t)nth;
+    int i = 0;
+    while (i + 1 < a->n_ops && a->cum[i + 1] <= b) i++;
+    int64_t r = (int64_t)((b - a->cum[i]) / a->wrow[i]);
+    r -= r % MM_GEMV_ROW_ALIGN;
+    if (r > a->ops[i].N) r = a->ops[i].N;
+    *op = i, *row = r;
+}
 
-    int64_t r0, r1;
-    bd_split_aligned(a->N, 4, ith, nth, &r0, &r1);
-    for (int64_t rb = r0; rb < r1; rb += MM_QROW_BLOCK) {
-        int64_t rbe = rb + MM_QROW_BLOCK < r1 ? rb + MM_QROW_BLOCK : r1;
+/* Rows [r0, r1) of op i for every token. */
+static void mm_gemv_rows(const mm_gemv *a, int i, int64_t r0, int64_t r1, const uint8_t *xq) {
+    const bd_matmul_op *o = &a->ops[i];
+    const uint8_t *W = o->W;
+    const size_t wrow = a->wrow[i], xrow = a->slot_row[a->slot[i]];
+    const int64_t step = a->T == 1 ? r1 - r0 : MM_QROW_BLOCK;
+    for (int64_t rb = r0; rb < r1; rb += step) {
+        const int64_t rn = r1 - rb < step ? r1 - rb : step;
         for (int64_t t = 0; t < a->T; t++) {
-            const uint8_t *xq = a->xq + (size_t)t * a->xrow;
-            float *y = a->y + t * a->ldy;
-            for (int64_t r = rb; r < rbe; r++) a->dt->vec_dot(a->K, &y[r], a->W + (size_t)r * a->wrow, xq);
+            const uint8_t *xt = xq + (size_t)t * xrow;
+            float *y = o->y + t * o->ldy + rb;
+            if (a->gemv[i]) {
+                a->gemv[i](a->K, y, W + (size_t)rb * wrow, wrow, rn, xt);
+            } else {
+                for (int64_t r = 0; r < rn; r++) a->vec_dot[i](a->K, &y[r], W + (size_t)(rb + r) * wrow, xt);
+            }
         }
     }
+}
+
+static void mm_gemv_task(void *arg, int ith, int nth) {
+    const mm_gemv *a = arg;
+    _Alignas(64) uint8_t local[MM_GEMV_STACK];
+    const uint8_t *xq;
+    if (a->shared) {
+        /* (slot, token) pairs split over the threads, then everyone waits for all of them */
+        int64_t p0, p1;
+        bd_split((int64_t)a->n_slots * a->T, ith, nth, &p0, &p1);
+        for (int64_t p = p0; p < p1; p++) {
+            const int sl = (int)(p / a->T);
+            const int64_t t = p % a->T;
+            a->slot_dt[sl]->from_float(a->x + t * a->ldx, a->shared + a->slot_off[sl] + (size_t)t * a->slot_row[sl],
+                                       a->K);
+        }
+        bd_threadpool_barrier(a->tp);
+        xq = a->shared;
+    } else {
+        for (int sl = 0; sl < a->n_slots; sl++)
+            for (int64_t t = 0; t < a->T; t++)
+                a->slot_dt[sl]->from_float(a->x + t * a->ldx, local + a->slot_off[sl] + (size_t)t * a->slot_row[sl],
+                                           a->K);
+        xq = local;
+    }
+    int i0, i1;
+    int64_t r0, r1;
+    mm_gemv_bound(a, ith, nth, &i0, &r0);
+    mm_gemv_bound(a, ith + 1, nth, &i1, &r1);
+    for (int i = i0; i <= i1 && i < a->n_ops; i++) {
+        const int64_t lo = i == i0 ? r0 : 0, hi = i == i1 ? r1 : a->ops[i].N;
+        if (lo < hi) mm_gemv_rows(a, i, lo, hi, xq + a->slot_off[a->slot[i]]);
+    }
+}
+
+/* Prepares and runs the decode path for ops (all non-F32, validated, T < MM_DEQ_MIN_T). Returns 0 (nothing
+ * done) when the conversions cannot be placed: too many distinct vec_dot types for the scratch. */
+static int mm_gemv_run(bd_threadpool *tp, const bd_matmul_op *ops, int n_ops, int64_t K, const float *x,
+                       int64_t ldx, int64_t T, void *scratch, size_t scratch_size) {
+    mm_gemv a;
+    memset(&a, 0, sizeof a);
+    a.tp = tp, a.n_ops = n_ops, a.ops = ops, a.x = x, a.K = K, a.T = T, a.ldx = ldx;
+    for (int i = 0; i < n_ops; i++) {
+        const bd_dot_traits *dt = bd_dot_traits_get(ops[i].wtype);
+        a.gemv[i] = bd_gemv_get(ops[i].wtype);
+        a.vec_dot[i] = dt->vec_dot;
+        a.wrow[i] = bd_row_size(ops[i].wtype, K);
+        a.cum[i + 1] = a.cum[i] + (uint64_t)a.wrow[i] * (uint64_t)ops[i].N;
+        int sl = 0;
+        while (sl < a.n_slots && a.slot_dt[sl]->vec_dot_type != dt->vec_dot_type) sl++;
+        if (sl == a.n_slots) {
+            a.slot_dt[sl] = dt;
+            a.slot_row[sl] = bd_row_size(dt->vec_dot_type, K);
+            a.slot_off[sl] = (a.xq_bytes + 63) & ~(size_t)63;
+            a.xq_bytes = a.slot_off[sl] + a.slot_row[sl] * (size_t)T;
+            a.n_slots++;
+        }
+        a.slot[i] = sl;
+    }
+    if (a.xq_bytes > MM_GEMV_STACK || T * K > MM_GEMV_LOCAL_ELEMS) {
+        if (a.xq_bytes > scratch_size) return 0;
+        a.shared = scratch;
+    }
+    bd_threadpool_run(tp, mm_gemv_task, &a);
+    return 1;
 }
 
 /* ---- other types, many tokens: dequantize tiles of W, then the F32 kernels ---------------------------------
@@ -449,7 +553,27 @@ braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t
         bd_threadpool_run(tp, mm_deq_task, &a);
         return BRAID_OK;
     }
-    mm_q a = {tp, dt, W, wrow, x, scratch, xrow, y, N, K, T, ldx, ldy};
-    bd_threadpool_run(tp, mm_q_task, &a);
+    const bd_matmul_op op = {wtype, W, N, y, ldy};
+    int done = mm_gemv_run(tp, &op, 1, K, x, ldx, T, scratch, scratch_size);
+    assert(done); /* one product: its conversion fits the scratch checked above */
+    (void)done;
+    return BRAID_OK;
+}
+
+braid_status bd_matmul_multi(bd_threadpool *tp, const bd_matmul_op *ops, int n_ops, int64_t K, const float *x,
+                             int64_t ldx, int64_t T, void *scratch, size_t scratch_size) {
+    if (n_ops < 0 || (n_ops > 0 && !ops)) return bd_error(BRAID_E_INVALID, "matmul_multi: %d products", n_ops);
+    int fused = T > 0 && T < MM_DEQ_MIN_T && n_ops <= MM_MULTI_MAX;
+    for (int i = 0; i < n_ops && fused; i++) {
+        const bd_matmul_op *o = &ops[i];
+        if (o->wtype == BRAID_TYPE_F32 || !bd_dot_traits_get(o->wtype) || o->N <= 0 || K <= 0 || ldx < K ||
+            o->ldy < o->N || !o->W || !o->y || !x || !bd_row_size(o->wtype, K) ||
+            bd_matmul_scratch_size(o->wtype, K, T) > scratch_size || !scratch)
+            fused = 0; /* let bd_matmul take it (and report what is wrong, if anything) */
+    }
+    if (fused && mm_gemv_run(tp, ops, n_ops, K, x, ldx, T, scratch, scratch_size)) return BRAID_OK;
+    for (int i = 0; i < n_ops; i++)
+        BD_TRY(bd_matmul(tp, ops[i].wtype, ops[i].W, ops[i].N, K, x, ldx, T, ops[i].y, ops[i].ldy, scratch,
+                         scratch_size));
     return BRAID_OK;
 }

@@ -33,4 +33,22 @@ size_t bd_matmul_scratch_size(uint32_t wtype, int64_t K, int64_t T);
 braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t N, int64_t K, const float *x,
                        int64_t ldx, int64_t T, float *y, int64_t ldy, void *scratch, size_t scratch_size);
 
+/* One product of bd_matmul_multi: y[t*ldy + n] = Σ_k W[n][k] · x[t*ldx + k] for n < N (W of type wtype). */
+typedef struct bd_matmul_op {
+    uint32_t wtype;
+    const void *W; /* N rows of K elements */
+    int64_t N;
+    float *y;      /* [T][ldy], ldy >= N; must not overlap x, W or another op's y */
+    int64_t ldy;
+} bd_matmul_op;
+
+/* Several products of the same activations x (T rows of K, stride ldx): the projections that read one input
+ * (Q, K, V; FFN gate and up). For a few tokens (decode) they run as one dispatch on the pool, the activations
+ * converted once per vec_dot type and the rows of all products split over the threads by bytes; otherwise
+ * (or when the conversions would not fit the scratch) each is a bd_matmul. Results are bd_matmul's bits.
+ * scratch: at least the largest bd_matmul_scratch_size(ops[i].wtype, K, T), owned by the caller.
+ * Errors: as bd_matmul, for the first product that has one. */
+braid_status bd_matmul_multi(bd_threadpool *tp, const bd_matmul_op *ops, int n_ops, int64_t K, const float *x,
+                             int64_t ldx, int64_t T, void *scratch, size_t scratch_size);
+
 #endif
