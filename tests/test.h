@@ -38,6 +38,27 @@ static int test_passed_, test_failed_;
         return test_failed_ ? 1 : 0;                                                                           \
     } while (0)
 
+/* A whole file in a malloc'd buffer with a NUL after the last byte (so text files work as strings); *n is
+ * its size. NULL (and *n = 0) if it cannot be opened or read. The caller frees. */
+static inline char *test_read_file(const char *path, size_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    char *b = size >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)size + 1) : NULL;
+    if (b && fread(b, 1, (size_t)size, f) != (size_t)size) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[size] = 0;
+        *n = (size_t)size;
+    }
+    return b;
+}
+
 static inline const char *test_env(const char *name, const char *fallback) {
     const char *v = getenv(name);
     return v && *v ? v : fallback;

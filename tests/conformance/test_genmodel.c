@@ -31,26 +31,9 @@ static double now(void) {
 
 static void tmp_path(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", tmpdir, name); }
 
-/* Reads a whole file (malloc'd) for byte comparisons. */
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)size + 1);
-    if (b && fread(b, 1, (size_t)size, f) != (size_t)size) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    *n = (size_t)size;
-    return b;
-}
-
 static int files_equal(const char *a, const char *b) {
     size_t na, nb;
-    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    unsigned char *x = (unsigned char *)test_read_file(a, &na), *y = (unsigned char *)test_read_file(b, &nb);
     int eq = x && y && na == nb && !memcmp(x, y, na);
     free(x);
     free(y);

@@ -109,19 +109,6 @@ static const char *tmp_path(const char *name) {
     return path;
 }
 
-static uint8_t *read_all(const char *path, size_t *n) {
-    *n = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long sz = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    uint8_t *p = malloc(sz > 0 ? (size_t)sz : 1);
-    *n = fread(p, 1, (size_t)sz, fp);
-    fclose(fp);
-    return p;
-}
-
 /* ---- the sample file: every value type ------------------------------------------------------------------- */
 
 static const float t_f32[6] = {1.5f, -2.0f, 3.25f, 0.0f, 1e-3f, -7.5f};
@@ -225,7 +212,7 @@ static uint8_t *sample_bytes(size_t *n) {
     const char *path = tmp_path("sample_bytes.gguf");
     int calls = 0;
     CHECK_STATUS(write_sample(path, 3, 1, &calls), BRAID_OK);
-    uint8_t *bytes = read_all(path, n);
+    uint8_t *bytes = (uint8_t *)test_read_file(path, n);
     unlink(path);
     return bytes;
 }
@@ -375,7 +362,7 @@ static void test_round_trip(void) {
                 gguf_close(f);
             }
             size_t n;
-            uint8_t *bytes = read_all(path, &n);
+            uint8_t *bytes = (uint8_t *)test_read_file(path, &n);
             CHECK_STATUS(gguf_open_memory(bytes, n, &f), BRAID_OK);
             if (f) {
                 check_sample(f, version, with_tensors);
@@ -392,7 +379,7 @@ static void test_round_trip(void) {
                 CHECK_STATUS(gguf_writer_write(w, path2, NULL, NULL), BRAID_OK);
                 gguf_writer_free(w);
                 size_t n2;
-                uint8_t *bytes2 = read_all(path2, &n2);
+                uint8_t *bytes2 = (uint8_t *)test_read_file(path2, &n2);
                 CHECK(bytes2 && n2 == n && !memcmp(bytes, bytes2, n), "copy is byte-identical (v%u)", version);
                 free(bytes2);
                 unlink(path2);

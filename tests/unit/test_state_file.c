@@ -32,18 +32,6 @@ static mem *new_mem(int32_t n_tokens, int32_t tok0) {
     return m;
 }
 
-static void *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *buf = malloc(len > 0 ? (size_t)len : 1);
-    *n = buf && len >= 0 && fread(buf, 1, (size_t)len, f) == (size_t)len ? (size_t)len : 0;
-    fclose(f);
-    return buf;
-}
-
 /* Entries in dir other than . and .. */
 static int count_entries(const char *dir) {
     DIR *d = opendir(dir);
@@ -68,7 +56,7 @@ int main(void) {
     /* A first save, then the reference bytes the file must keep through failed saves. */
     CHECK_STATUS(mem_state_save_file(a, -1, FP, "first", path), BRAID_OK);
     size_t n0 = 0;
-    void *first = slurp(path, &n0);
+    void *first = test_read_file(path, &n0);
     CHECK(first && n0 > 64, "first state %zu bytes", n0);
     CHECK(count_entries(dir) == 1, "only the state file after a save");
     CHECK(chmod(path, 0640) == 0, "chmod");
@@ -84,7 +72,7 @@ int main(void) {
     CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0, "restore rlimit");
     CHECK(st == BRAID_E_IO, "save cut by the size limit: %s (%s)", braid_status_name(st), braid_last_error());
     size_t n1 = 0;
-    void *after = slurp(path, &n1);
+    void *after = test_read_file(path, &n1);
     CHECK(after && n1 == n0 && !memcmp(after, first, n0), "the previous file is intact after a failed save");
     free(after);
     CHECK(count_entries(dir) == 1, "no temporary left after a failed save (%d entries)", count_entries(dir));

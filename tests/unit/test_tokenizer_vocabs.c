@@ -21,23 +21,6 @@
 #include "tokenizer/vocab.h"
 #include "tokenizer/vocab_internal.h"
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) b[n] = 0;
-    *len = (size_t)n;
-    return b;
-}
-
 /* Vocabularies whose tokenizer type braid does not implement (Unigram "t5"). */
 static int expected_unsupported(const char *name) { return !strcmp(name, "ggml-vocab-nomic-bert-moe.gguf"); }
 
@@ -57,9 +40,9 @@ static void run_cases(const char *dir, const char *name, const tok_vocab *v, int
     char path[2600];
     size_t inp_len, out_len;
     snprintf(path, sizeof path, "%s/%s.inp", dir, name);
-    char *inp = read_file(path, &inp_len);
+    char *inp = test_read_file(path, &inp_len);
     snprintf(path, sizeof path, "%s/%s.out", dir, name);
-    char *out = read_file(path, &out_len);
+    char *out = test_read_file(path, &out_len);
     CHECK(inp && out, "%s: cannot read .inp/.out", name);
     if (!inp || !out) {
         free(inp);
@@ -161,7 +144,7 @@ static void long_inputs(const char *dir, const char *name) {
     char *t = malloc(n);
     snprintf(path, sizeof path, "%s/%s.inp", dir, name);
     size_t il = 0;
-    char *inp = read_file(path, &il);
+    char *inp = test_read_file(path, &il);
     for (int kind = 0; kind < 4 && t; kind++) {
         static const char *const kinds[] = {"text", "one letter", "spaces", "random bytes"};
         uint64_t r = 42;
