@@ -25,6 +25,7 @@
 #include "models/arch.h"
 #include "models/blocks.h"
 #include "tensor/ops.h"
+#include "tensor/tap.h"
 #include "models/loader.h"
 #include "models/moe.h"
 #include "models/qwen3next.h"
@@ -513,6 +514,7 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_t
     add_bias(s->qg, &L->bq, T);
     add_bias(s->k, &L->bk, T);
     add_bias(s->v, &L->bv, T);
+    bd_tap("Vcur", (int)(L - m->layers), s->v, n_kv, T, n_kv);
 
     qw_rope_cache(m, b->pos, T, s->rope);
     for (int32_t t = 0; t < T; t++) {
@@ -528,6 +530,8 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_t
             qw_rope_head(k, cs, hp->n_rot);
         }
         /* The cache holds post-norm, post-RoPE K and raw V. */
+        bd_tap("Qcur", (int)(L - m->layers), s->qg + (size_t)t * 2 * hd * nh, hd, nh, 2 * hd);
+        bd_tap("Kcur", (int)(L - m->layers), s->k + (size_t)t * n_kv, n_kv, 1, n_kv);
         if (mem->dst_cell[t] < 0) continue; /* a replay: the cell already holds this row's K/V */
         kv_store(kc, mem->kv_type, mem->dst_cell[t], n_kv, s->k + (size_t)t * n_kv);
         kv_store(vc, mem->kv_type, mem->dst_cell[t], n_kv, s->v + (size_t)t * n_kv);
@@ -545,12 +549,15 @@ static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_t
                                    mem->n_visible, s->o, hd * nh, s->att, s->att_bytes);
     assert(st == BRAID_OK); /* shapes validated at load, scratch sized by qw_carve */
     (void)st;
+    bd_tap("attn_pregate", (int)(L - m->layers), s->o, (int64_t)hd * nh, T, (int64_t)hd * nh);
     for (int32_t t = 0; t < T; t++)
         for (int32_t h = 0; h < nh; h++) {
             float *o = s->o + (size_t)t * hd * nh + (size_t)h * hd;
             bd_mul_sigmoid(o, o, s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd + hd, hd);
         }
+    bd_tap("attn_gated", (int)(L - m->layers), s->o, (int64_t)hd * nh, T, (int64_t)hd * nh);
     blk_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
+    bd_tap("attn_output", (int)(L - m->layers), out, hp->n_embd, T, hp->n_embd);
 }
 
 /* §1.7 Gated DeltaNet. u [T][n_embd] normed input -> out [T][n_embd]; states of each sequence advance in
@@ -585,6 +592,8 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         }
     }
 
+    bd_tap("linear_attn_qkv_mixed", (int)(L - m->layers), mixed, C, T, C);
+    bd_tap("z", (int)(L - m->layers), z, hp->value_dim, T, hp->value_dim);
     /* β = sigmoid(b); g = softplus(a + dt_bias) ⊙ A (A < 0, so g <= 0) */
     const float *A = L->ssm_a.data, *dt_bias = L->dt_bias.data;
     bd_sigmoid(beta, beta, (int64_t)T * Hv);
@@ -594,6 +603,8 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         bd_softplus(at, at, Hv);
         bd_mul(at, at, A, Hv);
     }
+    bd_tap("beta_sigmoid", (int)(L - m->layers), beta, Hv, T, Hv);
+    bd_tap("gate", (int)(L - m->layers), alpha, Hv, T, Hv);
 
     /* Each sequence's states start from its committed ones. */
     const size_t n_conv = (size_t)W * C, n_ssm = (size_t)S * S * Hv;
@@ -614,8 +625,11 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         float *y0 = s->y + (size_t)t0 * C;
         bd_conv1d_causal(tp, y0, C, mixed + (size_t)t0 * C, C, mem->conv_out[r], cw, NULL, C, W + 1, t1 - t0, 1,
                          mem->conv_row ? mem->conv_row + (size_t)L->slot * T + t0 : NULL);
+        bd_tap("conv_output_silu", (int)(L - m->layers), y0, C, t1 - t0, C);
         for (int32_t t = t0; t < t1; t++)
             bd_l2norm_rows(NULL, s->y + (size_t)t * C, S, s->y + (size_t)t * C, S, S, 2 * Hk, hp->eps);
+        bd_tap("q_conv_predelta", (int)(L - m->layers), y0, KD, t1 - t0, C);
+        bd_tap("k_conv_predelta", (int)(L - m->layers), y0 + KD, KD, t1 - t0, C);
         const float *q = y0, *k = y0 + KD;
         int64_t ldqk = C, hk = Hk;
         if (m->variant == QW_QWEN3NEXT && Hv != Hk) { /* value head h reads key head h / r: repeat, then 1:1 */
@@ -628,6 +642,7 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         t0 = t1;
     }
 
+    bd_tap("attn_output", (int)(L - m->layers), s->o, hp->value_dim, T, hp->value_dim);
     /* Gated RMSNorm per head: normalize, weight, times silu(z). */
     for (int32_t t = 0; t < T; t++) {
         const float *zt = z + (size_t)t * hp->value_dim;
@@ -639,15 +654,20 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
             bd_mul(oh, oh, s->delta, S);
         }
     }
+    bd_tap("final_output", (int)(L - m->layers), s->o, hp->value_dim, T, hp->value_dim);
     blk_matmul(tp, &L->ssm_out, s->o, T, out, s->wbuf);
+    bd_tap("linear_attn_out", (int)(L - m->layers), out, hp->n_embd, T, hp->n_embd);
 }
 
 /* §1.8 SwiGLU: W_down · (silu(W_gate·u) ⊙ W_up·u). */
-static void qw_ffn(const qw_layer *L, qw_scratch *s, bd_threadpool *tp, int32_t T, float *out) {
+static void qw_ffn(const qw_layer *L, int il, qw_scratch *s, bd_threadpool *tp, int32_t T, float *out) {
     const int64_t n_ff = L->ffn_gate.n_out;
     blk_matmul_multi(tp, (const bd_weight *[]){&L->ffn_gate, &L->ffn_up}, (float *[]){s->ff_g, s->ff_u}, 2, s->u, T,
                      s->wbuf);
+    bd_tap("ffn_gate", il, s->ff_g, n_ff, T, n_ff);
+    bd_tap("ffn_up", il, s->ff_u, n_ff, T, n_ff);
     bd_swiglu_rows(tp, s->ff_g, n_ff, s->ff_g, n_ff, s->ff_u, n_ff, n_ff, T);
+    bd_tap("ffn_swiglu", il, s->ff_g, n_ff, T, n_ff);
     blk_matmul(tp, &L->ffn_down, s->ff_g, T, out, s->wbuf);
 }
 
@@ -673,16 +693,21 @@ static void qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool
         /* h = x + Mixer(RMSNorm(x)) */
         for (int32_t t = 0; t < T; t++)
             bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->attn_norm.data, E, hp->eps);
+        bd_tap("attn_norm", (int)il, s.u, E, T, E);
         float *mix = s.u; /* mixer output overwrites u after the projections have consumed it */
         if (L->recurrent) qw_gated_deltanet(m, L, &s, tp, b, mem, mix);
         else qw_attention(m, L, &s, tp, b, mem, mix);
         for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += mix[i];
+        bd_tap("attn_residual", (int)il, s.x, E, T, E);
         /* x = h + FFN(RMSNorm(h)) */
         for (int32_t t = 0; t < T; t++)
             bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->post_norm.data, E, hp->eps);
-        if (m->variant == QW_QWEN35) qw_ffn(L, &s, tp, T, s.f);
+        bd_tap("attn_post_norm", (int)il, s.u, E, T, E);
+        if (m->variant == QW_QWEN35) qw_ffn(L, (int)il, &s, tp, T, s.f);
         else moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf);
+        bd_tap("ffn_out", (int)il, s.f, E, T, E);
         for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += s.f[i];
+        bd_tap("l_out", (int)il, s.x, E, T, E);
     }
 
     /* logits = W_out · RMSNorm(x) for the rows that asked, gathered in their output order (consecutive). */

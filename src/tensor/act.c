@@ -1,6 +1,7 @@
 /* act.c — elementwise activations and arithmetic (architectures.md §0.2): silu, sigmoid, softplus, softmax,
- * SwiGLU, gating, residual add. silu / SwiGLU / softmax use a vector expf (vexp.h) on AVX2 and AVX-512, as
- * ggml does, since a prompt's FFN calls it millions of times; the portable path uses libm's expf. */
+ * SwiGLU, gating, residual add, each giving ggml's bits: silu / SwiGLU / softmax use ggml's vector expf
+ * (vexp.h) where ggml does (whole vectors of 16) and libm's expf elsewhere, as ggml does; sigmoid and softplus
+ * are libm's expf / logf everywhere, as ggml's scalar unary ops. */
 #include <math.h>
 
 #include "tensor/ops.h"
@@ -9,6 +10,8 @@
 
 static inline float silu1(float x) { return x / (1.0f + expf(-x)); }
 
+/* ggml's split (vec.cpp, AVX-512 build): the first n & ~15 elements with its vector expf (vexp.h), the rest
+ * with libm's expf; every level here splits the same way so that the bits do not depend on the level. */
 #if BD_HAVE_X86
 BD_TARGET_AVX512 static void swiglu_avx512(float *y, const float *g, const float *u, int64_t n, int gate_only) {
     int64_t i = 0;
@@ -23,8 +26,9 @@ BD_TARGET_AVX512 static void swiglu_avx512(float *y, const float *g, const float
 
 BD_TARGET_AVX2 static void swiglu_avx2(float *y, const float *g, const float *u, int64_t n, int gate_only) {
     int64_t i = 0;
+    const int64_t nv = n & ~(int64_t)15;
     const __m256 one = _mm256_set1_ps(1.0f);
-    for (; i + 8 <= n; i += 8) {
+    for (; i < nv; i += 8) {
         __m256 x = _mm256_loadu_ps(g + i);
         __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, bd_exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
         _mm256_storeu_ps(y + i, gate_only ? s : _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
@@ -41,7 +45,11 @@ static void swiglu_any(float *y, const float *g, const float *u, int64_t n, int 
     default: break;
     }
 #endif
-    for (int64_t i = 0; i < n; i++) y[i] = gate_only ? silu1(g[i]) : silu1(g[i]) * u[i];
+    const int64_t nv = n & ~(int64_t)15;
+    for (int64_t i = 0; i < n; i++) {
+        const float s = i < nv ? g[i] / (1.0f + bd_exp_ggml(-g[i])) : silu1(g[i]);
+        y[i] = gate_only ? s : s * u[i];
+    }
 }
 
 void bd_silu(float *y, const float *x, int64_t n) { swiglu_any(y, x, NULL, n, 1); }
@@ -67,8 +75,10 @@ void bd_mul(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
 
+/* y = exp(x - max), returns the sum as ggml_vec_soft_max_f32 makes it: per 16 elements the vector expf, the
+ * 16 values summed in float by halving (16 -> 8 -> 4 -> 2 -> 1), each such sum added in double; the last
+ * n % 16 with libm's expf, each added in double. */
 #if BD_HAVE_X86
-/* y = exp(x - max), returns Σ in double (ggml_vec_soft_max_f32 sums each vector's lanes in float first). */
 BD_TARGET_AVX512 static double expsum_avx512(float *y, const float *x, float max, int64_t n) {
     double sum = 0;
     int64_t i = 0;
@@ -83,21 +93,56 @@ BD_TARGET_AVX512 static double expsum_avx512(float *y, const float *x, float max
     }
     return sum;
 }
+
+BD_TARGET_AVX2 static double expsum_avx2(float *y, const float *x, float max, int64_t n) {
+    double sum = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 lo = bd_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(max)));
+        const __m256 hi = bd_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), _mm256_set1_ps(max)));
+        _mm256_storeu_ps(y + i, lo);
+        _mm256_storeu_ps(y + i + 8, hi);
+        const __m256 h = _mm256_add_ps(lo, hi);
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        sum += (double)_mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
 #endif
+
+static double expsum_scalar(float *y, const float *x, float max, int64_t n) {
+    double sum = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        float w[8], q[4];
+        for (int l = 0; l < 16; l++) y[i + l] = bd_exp_ggml(x[i + l] - max);
+        for (int l = 0; l < 8; l++) w[l] = y[i + l] + y[i + l + 8];
+        for (int l = 0; l < 4; l++) q[l] = w[l] + w[l + 4];
+        sum += (double)((q[0] + q[2]) + (q[1] + q[3]));
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
 
 void bd_softmax(float *y, const float *x, int64_t n) {
     if (n <= 0) return;
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
-    double sum = 0;
+    double sum;
 #if BD_HAVE_X86
     if (bd_simd() == BD_SIMD_AVX512) sum = expsum_avx512(y, x, max, n);
+    else if (bd_simd() == BD_SIMD_AVX2) sum = expsum_avx2(y, x, max, n);
     else
 #endif
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = expf(x[i] - max);
-            sum += (double)y[i];
-        }
+        sum = expsum_scalar(y, x, max, n);
     const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) y[i] *= inv;
 }

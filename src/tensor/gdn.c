@@ -7,11 +7,14 @@
  * state first (ggml's loop order). Better still, row j never needs any other row, across tokens too: the
  * AVX-512 path for S = 64 or 128 keeps a row in registers while a block of tokens passes over it, so the state
  * is read and written once per block of 32 tokens instead of four times per token. Heads are independent and
- * split across threads. */
+ * split across threads. Every float operation is ggml's (ggml_compute_forward_gated_delta_net): decay by
+ * expf(g), the two dot products in vec_dot_f32's order, the update fused, so the bits are llama.cpp's. */
 #include <math.h>
 #include <string.h>
 
+#include "tensor/dot.h"
 #include "tensor/ops.h"
+#include "tensor/types.h"
 #include "tensor/simd.h"
 
 #if BD_HAVE_X86
@@ -27,98 +30,22 @@ typedef struct gdn_job {
     float *const *snap;
 } gdn_job;
 
-/* One token, one head: M (S rows of S) updated in place, o[j] written. */
-static void gdn_head_scalar(float *M, int S, float eg, float beta, const float *k, const float *q, const float *v,
-                            float *o, float scale) {
+/* One token, one head: M (S rows of S) updated in place, o[j] written. The two row dot products are ggml's
+ * vec_dot_f32 (dot: the F32 vec_dot of dot.h, which follows its order), the update a fused multiply-add. */
+static void gdn_head(float *M, int S, float eg, float beta, const float *k, const float *q, const float *v, float *o,
+                     float scale, bd_vec_dot_fn dot) {
     for (int j = 0; j < S; j++) {
         float *row = M + (int64_t)j * S;
-        float r = 0.0f;
-        for (int i = 0; i < S; i++) {
-            row[i] *= eg;
-            r += row[i] * k[i];
-        }
+        for (int i = 0; i < S; i++) row[i] *= eg;
+        float r;
+        dot(S, &r, row, k);
         const float d = (v[j] - r) * beta;
-        float s = 0.0f;
-        for (int i = 0; i < S; i++) {
-            row[i] += k[i] * d;
-            s += row[i] * q[i];
-        }
+        for (int i = 0; i < S; i++) row[i] = fmaf(k[i], d, row[i]);
+        float s;
+        dot(S, &s, row, q);
         o[j] = s * scale;
     }
 }
-
-#if BD_HAVE_X86
-/* S a multiple of 16. */
-BD_TARGET_AVX512 static void gdn_head_avx512(float *M, int S, float eg, float beta, const float *k, const float *q,
-                                             const float *v, float *o, float scale) {
-    const __m512 egv = _mm512_set1_ps(eg);
-    for (int j = 0; j < S; j++) {
-        float *row = M + (int64_t)j * S;
-        __m512 r0 = _mm512_setzero_ps(), r1 = _mm512_setzero_ps();
-        int i = 0;
-        for (; i + 32 <= S; i += 32) {
-            __m512 m0 = _mm512_mul_ps(_mm512_loadu_ps(row + i), egv);
-            __m512 m1 = _mm512_mul_ps(_mm512_loadu_ps(row + i + 16), egv);
-            _mm512_storeu_ps(row + i, m0);
-            _mm512_storeu_ps(row + i + 16, m1);
-            r0 = _mm512_fmadd_ps(m0, _mm512_loadu_ps(k + i), r0);
-            r1 = _mm512_fmadd_ps(m1, _mm512_loadu_ps(k + i + 16), r1);
-        }
-        for (; i < S; i += 16) {
-            __m512 m0 = _mm512_mul_ps(_mm512_loadu_ps(row + i), egv);
-            _mm512_storeu_ps(row + i, m0);
-            r0 = _mm512_fmadd_ps(m0, _mm512_loadu_ps(k + i), r0);
-        }
-        const float d = (v[j] - _mm512_reduce_add_ps(_mm512_add_ps(r0, r1))) * beta;
-        const __m512 dv = _mm512_set1_ps(d);
-        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-        for (i = 0; i + 32 <= S; i += 32) {
-            __m512 m0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i), dv, _mm512_loadu_ps(row + i));
-            __m512 m1 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i + 16), dv, _mm512_loadu_ps(row + i + 16));
-            _mm512_storeu_ps(row + i, m0);
-            _mm512_storeu_ps(row + i + 16, m1);
-            s0 = _mm512_fmadd_ps(m0, _mm512_loadu_ps(q + i), s0);
-            s1 = _mm512_fmadd_ps(m1, _mm512_loadu_ps(q + i + 16), s1);
-        }
-        for (; i < S; i += 16) {
-            __m512 m0 = _mm512_fmadd_ps(_mm512_loadu_ps(k + i), dv, _mm512_loadu_ps(row + i));
-            _mm512_storeu_ps(row + i, m0);
-            s0 = _mm512_fmadd_ps(m0, _mm512_loadu_ps(q + i), s0);
-        }
-        o[j] = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) * scale;
-    }
-}
-
-BD_TARGET_AVX2 static float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* S a multiple of 8. */
-BD_TARGET_AVX2 static void gdn_head_avx2(float *M, int S, float eg, float beta, const float *k, const float *q,
-                                         const float *v, float *o, float scale) {
-    const __m256 egv = _mm256_set1_ps(eg);
-    for (int j = 0; j < S; j++) {
-        float *row = M + (int64_t)j * S;
-        __m256 r0 = _mm256_setzero_ps();
-        for (int i = 0; i < S; i += 8) {
-            __m256 m0 = _mm256_mul_ps(_mm256_loadu_ps(row + i), egv);
-            _mm256_storeu_ps(row + i, m0);
-            r0 = _mm256_fmadd_ps(m0, _mm256_loadu_ps(k + i), r0);
-        }
-        const __m256 dv = _mm256_set1_ps((v[j] - hsum8(r0)) * beta);
-        __m256 s0 = _mm256_setzero_ps();
-        for (int i = 0; i < S; i += 8) {
-            __m256 m0 = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), dv, _mm256_loadu_ps(row + i));
-            _mm256_storeu_ps(row + i, m0);
-            s0 = _mm256_fmadd_ps(m0, _mm256_loadu_ps(q + i), s0);
-        }
-        o[j] = hsum8(s0) * scale;
-    }
-}
-#endif
 
 #if BD_HAVE_X86
 BD_TARGET_AVX512 static inline float hsum16(__m512 v) {
@@ -144,21 +71,24 @@ BD_TARGET_AVX512 static inline __attribute__((always_inline)) void gdn_rows_reg(
         for (int64_t t = t0; t < t0 + nt; t++) {
             const float *k = jb->k + t * jb->ldk + kh * S, *q = jb->q + t * jb->ldq + kh * S;
             const __m512 egv = _mm512_set1_ps(eg[t - t0]);
-            __m512 r0 = _mm512_setzero_ps(), r1 = _mm512_setzero_ps();
+            /* The dot products in ggml's vec_dot_f32 order (dot.h): chunk c of 16 goes to chain c % 4, the
+             * first of each chain a plain product; then (a0 + a2) + (a1 + a3) and the 16-lane tree. */
+            __m512 a[4];
             for (int c = 0; c < NC; c++) {
                 row[c] = _mm512_mul_ps(row[c], egv);
-                if (c & 1) r1 = _mm512_fmadd_ps(row[c], _mm512_loadu_ps(k + 16 * c), r1);
-                else r0 = _mm512_fmadd_ps(row[c], _mm512_loadu_ps(k + 16 * c), r0);
+                const __m512 kc = _mm512_loadu_ps(k + 16 * c);
+                a[c & 3] = c < 4 ? _mm512_mul_ps(row[c], kc) : _mm512_fmadd_ps(row[c], kc, a[c & 3]);
             }
-            const float d = (jb->v[t * jb->ldv + h * S + j] - hsum16(_mm512_add_ps(r0, r1))) * jb->beta[t * jb->H_v + h];
+            const float r = hsum16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+            const float d = (jb->v[t * jb->ldv + h * S + j] - r) * jb->beta[t * jb->H_v + h];
             const __m512 dv = _mm512_set1_ps(d);
-            __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
             for (int c = 0; c < NC; c++) {
                 row[c] = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * c), dv, row[c]);
-                if (c & 1) s1 = _mm512_fmadd_ps(row[c], _mm512_loadu_ps(q + 16 * c), s1);
-                else s0 = _mm512_fmadd_ps(row[c], _mm512_loadu_ps(q + 16 * c), s0);
+                const __m512 qc = _mm512_loadu_ps(q + 16 * c);
+                a[c & 3] = c < 4 ? _mm512_mul_ps(row[c], qc) : _mm512_fmadd_ps(row[c], qc, a[c & 3]);
             }
-            jb->o[t * jb->ldo + h * S + j] = hsum16(_mm512_add_ps(s0, s1)) * scale;
+            const float sq = hsum16(_mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+            jb->o[t * jb->ldo + h * S + j] = sq * scale;
             if (jb->snap && jb->snap[t])
                 for (int c = 0; c < NC; c++)
                     _mm512_storeu_ps(jb->snap[t] + (size_t)h * S * S + (size_t)j * S + 16 * c, row[c]);
@@ -177,16 +107,12 @@ BD_TARGET_AVX512 static void gdn_rows_64(const gdn_job *jb, int64_t h, int64_t t
 }
 #endif
 
-typedef void (*gdn_head_fn)(float *, int, float, float, const float *, const float *, const float *, float *, float);
-
 static void gdn_task(void *p, int ith, int nth) {
     const gdn_job *j = p;
     const int S = j->S;
-    gdn_head_fn fn = gdn_head_scalar;
+    const bd_vec_dot_fn dot = bd_dot_traits_get(BD_TYPE_F32)->vec_dot;
 #if BD_HAVE_X86
-    int lv = bd_simd();
-    if (lv == BD_SIMD_AVX512 && S % 16 == 0) fn = gdn_head_avx512;
-    else if (lv >= BD_SIMD_AVX2 && S % 8 == 0) fn = gdn_head_avx2;
+    const int lv = bd_simd();
 #endif
     const float scale = 1.0f / sqrtf((float)S);
     const size_t ss = (size_t)S * (size_t)S;
@@ -210,8 +136,8 @@ static void gdn_task(void *p, int ith, int nth) {
         float *M = j->state + (size_t)h * ss;
         for (int64_t t = 0; t < j->T; t++) {
             const float eg = expf(j->g[t * j->H_v + h]);
-            fn(M, S, eg, j->beta[t * j->H_v + h], j->k + t * j->ldk + kh * S, j->q + t * j->ldq + kh * S,
-               j->v + t * j->ldv + h * S, j->o + t * j->ldo + h * S, scale);
+            gdn_head(M, S, eg, j->beta[t * j->H_v + h], j->k + t * j->ldk + kh * S, j->q + t * j->ldq + kh * S,
+                     j->v + t * j->ldv + h * S, j->o + t * j->ldo + h * S, scale, dot);
             if (j->snap && j->snap[t]) memcpy(j->snap[t] + (size_t)h * ss, M, ss * sizeof(float));
         }
     }

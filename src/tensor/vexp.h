@@ -1,64 +1,91 @@
-/* vexp.h — vectorised expf for the kernels' activations and softmax (AVX-512 and AVX2 variants).
+/* vexp.h — vectorised expf for the kernels' activations and softmax, computing what ggml's vector expf
+ * (ggml_v_expf, AVX-512 build) computes, bit for bit, so that silu / SwiGLU / softmax agree with llama.cpp's.
  *
- * exp(x) = 2^n · e^r with n = round(x·log2 e) and r = x − n·ln 2 (ln 2 split in two constants so r is exact
- * enough), e^r by Cephes' degree-6 polynomial on |r| <= ln2/2: about 1 ulp, like ggml's own vector expf (the
- * two differ in the last bit at times, as two libms do). AVX-512 scales with vscalefps, which gives inf above
- * ~88.7 and 0/subnormals below; the AVX2 version clamps and returns inf / 0 outside [-87.3, 88.7]. */
+ * The algorithm (facts of ggml's, re-expressed): n = round(x·log2 e) by adding and subtracting 1.5·2^23 after a
+ * fused multiply-add; b = x − n·ln2 with ln2 in two parts (fused); with u = b², the polynomial
+ * j = ((c5·b + c4)·u + (c3·b + c2))·u + (c1·b + 1), every step fused; result j·2^n (vscalefps: exact, or one
+ * rounding into the subnormals), and for |n| > 192 inf (n > 0) or 0. About 1.5 ulp from the true exp. The AVX2
+ * and portable versions follow the same steps (ggml's own AVX2 version rounds its last step differently; braid
+ * gives the same bits at every level instead). */
 #ifndef BRAID_TENSOR_VEXP_H
 #define BRAID_TENSOR_VEXP_H
 
+#include <math.h>
+
 #include "tensor/simd.h"
+
+#define BD_EXP_SHIFT 0x1.8p23f
+#define BD_EXP_LOG2E 0x1.715476p+0f
+#define BD_EXP_LN2_HI 0x1.62e4p-1f
+#define BD_EXP_LN2_LO 0x1.7f7d1cp-20f
+#define BD_EXP_C1 0x1.ffffecp-1f
+#define BD_EXP_C2 0x1.fffdb6p-2f
+#define BD_EXP_C3 0x1.555e66p-3f
+#define BD_EXP_C4 0x1.573e2ep-5f
+#define BD_EXP_C5 0x1.0e4020p-7f
 
 #if BD_HAVE_X86
 #include <immintrin.h>
 
-#define BD_EXP_P0 1.9875691500E-4f
-#define BD_EXP_P1 1.3981999507E-3f
-#define BD_EXP_P2 8.3334519073E-3f
-#define BD_EXP_P3 4.1665795894E-2f
-#define BD_EXP_P4 1.6666665459E-1f
-#define BD_EXP_P5 5.0000001201E-1f
-
 BD_TARGET_AVX512 static inline __m512 bd_exp512(__m512 x) {
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 z = _mm512_mul_ps(r, r);
-    __m512 p = _mm512_set1_ps(BD_EXP_P0);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(BD_EXP_P5));
-    p = _mm512_fmadd_ps(p, z, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    /* scalef handles |n| beyond the exponent range (inf / 0); NaN in x gives NaN in n and p. */
-    return _mm512_scalef_ps(p, n);
+    const __m512 shift = _mm512_set1_ps(BD_EXP_SHIFT);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(BD_EXP_LOG2E), shift);
+    const __m512 n = _mm512_sub_ps(z, shift);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(BD_EXP_LN2_LO),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(BD_EXP_LN2_HI), x));
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 hi = _mm512_fmadd_ps(_mm512_set1_ps(BD_EXP_C5), b, _mm512_set1_ps(BD_EXP_C4));
+    const __m512 mid = _mm512_fmadd_ps(_mm512_set1_ps(BD_EXP_C3), b, _mm512_set1_ps(BD_EXP_C2));
+    const __m512 lo = _mm512_fmadd_ps(_mm512_set1_ps(BD_EXP_C1), b, _mm512_set1_ps(1.0f));
+    const __m512 j = _mm512_fmadd_ps(_mm512_fmadd_ps(hi, u, mid), u, lo);
+    const __m512 res = _mm512_scalef_ps(j, n);
+    /* |n| > 192: beyond what scalef of j can express: inf above, 0 below (NaN compares false: kept). */
+    const __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.0f), _CMP_GT_OQ);
+    if (!big) return res;
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                            _mm512_set1_ps(__builtin_inff()), _mm512_setzero_ps());
+    return _mm512_mask_blend_ps(big, res, alt);
 }
 
 BD_TARGET_AVX2 static inline __m256 bd_exp256(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.7228390f), lo = _mm256_set1_ps(-87.3365448f);
-    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 z = _mm256_mul_ps(r, r);
-    __m256 p = _mm256_set1_ps(BD_EXP_P0);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_P1));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_P2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_P3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_P4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(BD_EXP_P5));
-    p = _mm256_fmadd_ps(p, z, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    /* 2^n for n in [-126, 128]: n = 128 only at the clamp, where the result must be inf anyway. */
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    __m256 res = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-    res = _mm256_blendv_ps(res, _mm256_set1_ps(__builtin_inff()), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
-    res = _mm256_blendv_ps(res, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
-    /* NaN in: the clamps dropped it, put it back */
+    const __m256 shift = _mm256_set1_ps(BD_EXP_SHIFT);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(BD_EXP_LOG2E), shift);
+    const __m256 n = _mm256_sub_ps(z, shift);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(BD_EXP_LN2_LO),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(BD_EXP_LN2_HI), x));
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(BD_EXP_C5), b, _mm256_set1_ps(BD_EXP_C4));
+    const __m256 mid = _mm256_fmadd_ps(_mm256_set1_ps(BD_EXP_C3), b, _mm256_set1_ps(BD_EXP_C2));
+    const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(BD_EXP_C1), b, _mm256_set1_ps(1.0f));
+    const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u, lo);
+    /* j·2^n as vscalefps does: for |n| <= 126 one exact product; beyond, two steps 2^(n - n/2)·2^(n/2)
+     * (exact while the result is normal; a subnormal result may differ from scalef's single rounding in the
+     * last bit of a value below 1e-38). */
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i h1 = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h1);
+    const __m256i bias = _mm256_set1_epi32(127);
+    const __m256 p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, bias), 23));
+    const __m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, bias), 23));
+    __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, p1), p2);
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 alt = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ), _mm256_set1_ps(__builtin_inff()));
+    res = _mm256_blendv_ps(res, alt, big);
+    /* NaN in: n is NaN and the integer steps lost it; give it back */
     return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 #endif
+
+/* The same steps in portable C (fmaf, ldexpf: one rounding as vscalefps). */
+static inline float bd_exp_ggml(float x) {
+    const float n = fmaf(x, BD_EXP_LOG2E, BD_EXP_SHIFT) - BD_EXP_SHIFT;
+    if (n != n) return x;
+    if (fabsf(n) > 192.0f) return n > 0 ? __builtin_inff() : 0.0f;
+    const float b = fmaf(-n, BD_EXP_LN2_LO, fmaf(-n, BD_EXP_LN2_HI, x));
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(BD_EXP_C5, b, BD_EXP_C4), u, fmaf(BD_EXP_C3, b, BD_EXP_C2)), u,
+                         fmaf(BD_EXP_C1, b, 1.0f));
+    return ldexpf(j, (int)n);
+}
 
 #endif

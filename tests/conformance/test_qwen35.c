@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "braid.h"
 #include "models/gen/genmodel.h"
+#include "tensor/tap.h"
 #include "oracle_client.h"
 #include "tensor/types.h"
 #include "test.h"
@@ -561,6 +562,119 @@ static void test_quant(const char *path, const char *tname) {
     braid_model_free(m);
 }
 
+/* ---- layer-by-layer diagnosis (BRAID_QWEN35_TAP=1) ------------------------------------------------------------
+ * Not a check: prints, for each intermediate braid taps (tensor/tap.h) in one prefill of the quantized medium
+ * model, how it compares with the llama.cpp node of the same name (the oracle's dump command), so that the
+ * first op where the two part can be found. Rows tapped several times under one name (per token) are
+ * concatenated; the llama.cpp node is the last one of that name. */
+
+typedef struct {
+    char key[64];
+    float *v;
+    int64_t n;
+} tap_rec;
+
+typedef struct {
+    tap_rec rec[512];
+    int n;
+} tap_log;
+
+static void tap_store(void *user, const char *name, int layer, const float *x, int64_t n, int64_t rows, int64_t ld) {
+    tap_log *lg = user;
+    char key[64];
+    snprintf(key, sizeof key, "%s-%d", name, layer);
+    tap_rec *r = NULL;
+    for (int i = 0; i < lg->n && !r; i++)
+        if (!strcmp(lg->rec[i].key, key)) r = &lg->rec[i];
+    if (!r) {
+        if (lg->n == 512) return;
+        r = &lg->rec[lg->n++];
+        snprintf(r->key, sizeof r->key, "%s", key);
+    }
+    r->v = bd_realloc(r->v, (size_t)(r->n + n * rows) * sizeof(float));
+    for (int64_t i = 0; i < rows; i++) memcpy(r->v + r->n + i * n, x + i * ld, (size_t)n * sizeof(float));
+    r->n += n * rows;
+}
+
+static void tap_diagnose(const char *path, const char *tname) {
+    braid_model *m = NULL;
+    if (braid_model_load(path, NULL, &m) != BRAID_OK) return;
+    const int V = braid_model_n_vocab(m);
+    enum { N = 48 };
+    braid_token toks[N];
+    rand_tokens(toks, N, V, 100);
+    static tap_log lg;
+    memset(&lg, 0, sizeof lg);
+    braid_context *c = new_ctx(m, 1, 512, 256, 8);
+    float *got = bd_mallocn((size_t)N * V, sizeof(float));
+    bd_tap_set(tap_store, &lg);
+    braid_status st = dec(c, N, toks, 0, got, V);
+    bd_tap_set(NULL, NULL);
+    oracle *o = NULL;
+    char dir[] = "/tmp/braid_tap_XXXXXX";
+    if (st == BRAID_OK && mkdtemp(dir) &&
+        oracle_start(path, "--ctx 1024 --seq-max 1 --kv f32 --fa off --threads 1", &o) == BRAID_OK) {
+        uint8_t all[N];
+        memset(all, 1, sizeof all);
+        float *ref = NULL;
+        int32_t rows;
+        oracle_cmd(o, NULL, "dump %s", dir);
+        oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows);
+        oracle_cmd(o, NULL, "dump -");
+        printf("  %s: braid taps vs llama.cpp nodes (prefill of %d tokens):\n", tname, N);
+        char ipath[600], line[512];
+        for (int i = 0; i < lg.n; i++) {
+            snprintf(ipath, sizeof ipath, "%s/index.txt", dir);
+            FILE *f = fopen(ipath, "r");
+            long idx = -1;
+            long long ne[4], cnt = 0;
+            while (f && fgets(line, sizeof line, f)) {
+                long id;
+                char name[256];
+                long long e[4];
+                if (sscanf(line, "%ld %255s %lld %lld %lld %lld", &id, name, &e[0], &e[1], &e[2], &e[3]) == 6 &&
+                    !strcmp(name, lg.rec[i].key))
+                    idx = id, memcpy(ne, e, sizeof ne);
+            }
+            if (f) fclose(f);
+            if (idx < 0) {
+                printf("    %-28s no llama.cpp node of that name\n", lg.rec[i].key);
+                continue;
+            }
+            cnt = ne[0] * ne[1] * ne[2] * ne[3];
+            if (cnt != lg.rec[i].n) {
+                printf("    %-28s %lld floats vs llama.cpp %lld\n", lg.rec[i].key, (long long)lg.rec[i].n, cnt);
+                continue;
+            }
+            snprintf(ipath, sizeof ipath, "%s/%05ld.f32", dir, idx);
+            float *ov = bd_mallocn((size_t)cnt, sizeof(float));
+            f = fopen(ipath, "rb");
+            size_t rd = f ? fread(ov, sizeof(float), (size_t)cnt, f) : 0;
+            if (f) fclose(f);
+            long long ndiff = 0, first = -1;
+            double maxd = 0, maxv = 0;
+            for (long long k = 0; k < cnt && rd == (size_t)cnt; k++) {
+                const float a = lg.rec[i].v[k], b = ov[k];
+                if (memcmp(&a, &b, sizeof a)) {
+                    ndiff++;
+                    if (first < 0) first = k;
+                }
+                if (fabs((double)a - b) > maxd) maxd = fabs((double)a - b);
+                if (fabs(b) > maxv) maxv = fabs(b);
+            }
+            printf("    %-28s %7lld floats: %7lld differ (first at %lld), max |diff| %.3e (max |x| %.3e)\n",
+                   lg.rec[i].key, cnt, ndiff, first, maxd, maxv);
+            bd_free(ov);
+        }
+        bd_free(ref);
+        oracle_stop(o);
+    }
+    for (int i = 0; i < lg.n; i++) bd_free(lg.rec[i].v);
+    bd_free(got);
+    braid_context_free(c);
+    braid_model_free(m);
+}
+
 /* ---- loader errors ------------------------------------------------------------------------------------------- */
 
 static void test_load_errors(const char *dir) {
@@ -603,6 +717,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof qt / sizeof qt[0]; i++) {
         snprintf(p_q, sizeof p_q, "%s/medium_%s.gguf", dir, qt[i].name);
         CHECK(write_model(p_q, &MEDIUM, qt[i].type, 3), "write %s", qt[i].name);
+        if (getenv("BRAID_QWEN35_TAP")) tap_diagnose(p_q, qt[i].name);
         test_quant(p_q, qt[i].name);
         unlink(p_q);
     }

@@ -35,6 +35,11 @@
  *   state_seq_save S FILE         ok BYTES            (llama_state_seq_get_data, written to FILE)
  *   state_seq_load S FILE         ok BYTES            (llama_state_seq_set_data; 0 = llama.cpp refused it)
  *   state_save FILE / state_load FILE                 the same for the whole context
+ *   dump DIR                      ok; from now on every F32 node llama.cpp computes is written to
+ *                                 DIR/NNNNN.f32 (raw floats, ggml's logical order: ne0 fastest) and listed in
+ *                                 DIR/index.txt as "NNNNN NAME ne0 ne1 ne2 ne3" (NAME as llama.cpp's graph names
+ *                                 it, e.g. attn_norm-3; NNNNN counts nodes in compute order). "dump -" stops.
+ *                                 For finding the first op where braid and llama.cpp part (a debugging aid).
  *   quit                          ok, then exit 0 (end of input does the same)
  *
  * The latest logits row of each sequence (from decode, decode_embd or greedy) is kept for greedy. Memory
@@ -160,6 +165,42 @@ typedef struct {
     float *last;     /* [n_seq_max][n_vocab] latest logits row of each sequence */
     uint8_t *has_last; /* [n_seq_max] */
 } oracle;
+
+/* ---- tensor dumps (the dump command) ---------------------------------------------------------------- */
+
+static char dump_dir[1024]; /* "" = off */
+static long dump_count;
+
+/* The scheduler's per-node callback: asked first whether we want a node (then it computes up to it), then
+ * called with the result. Only F32 nodes are written; views and permutes are walked through their strides. */
+static bool dump_cb(struct ggml_tensor *t, bool ask, void *user) {
+    (void)user;
+    if (!dump_dir[0]) return false;
+    if (ask) return t->type == GGML_TYPE_F32;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%05ld.f32", dump_dir, dump_count);
+    FILE *f = fopen(path, "wb");
+    if (!f) die("dump: cannot write %s", path);
+    const char *base = t->data;
+    if (!base) die("dump: %s has no host data", t->name);
+    for (int64_t i3 = 0; i3 < t->ne[3]; i3++)
+        for (int64_t i2 = 0; i2 < t->ne[2]; i2++)
+            for (int64_t i1 = 0; i1 < t->ne[1]; i1++)
+                for (int64_t i0 = 0; i0 < t->ne[0]; i0++) {
+                    const float v = *(const float *)(base + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] +
+                                                     i3 * t->nb[3]);
+                    if (fwrite(&v, sizeof v, 1, f) != 1) die("dump: write to %s failed", path);
+                }
+    fclose(f);
+    snprintf(path, sizeof path, "%s/index.txt", dump_dir);
+    f = fopen(path, "a");
+    if (!f) die("dump: cannot write %s", path);
+    fprintf(f, "%05ld %s %lld %lld %lld %lld\n", dump_count, t->name, (long long)t->ne[0], (long long)t->ne[1],
+            (long long)t->ne[2], (long long)t->ne[3]);
+    fclose(f);
+    dump_count++;
+    return true;
+}
 
 static void check_seq(const oracle *o, int32_t s) {
     if (s < 0 || s >= o->n_seq_max) die("sequence %d out of range [0, %d)", s, o->n_seq_max);
@@ -441,6 +482,12 @@ static int run_command(oracle *o, char **line, size_t *cap) {
     if (!strcmp(c, "info")) {
         printf("ok n_vocab %d n_embd %d n_layer %d n_pos %d n_seq_max %d\n", o->n_vocab, o->n_embd,
                llama_model_n_layer(o->model), o->n_pos, o->n_seq_max);
+    } else if (!strcmp(c, "dump")) {
+        want_args(argc, 2, 2, "dump DIR|-");
+        if (strlen(av[1]) >= sizeof dump_dir) die("dump: directory name too long");
+        snprintf(dump_dir, sizeof dump_dir, "%s", strcmp(av[1], "-") ? av[1] : "");
+        dump_count = 0;
+        printf("ok\n");
     } else if (!strcmp(c, "tokenize")) {
         cmd_tokenize(o, argc, av);
     } else if (!strcmp(c, "detokenize")) {
@@ -582,6 +629,8 @@ int main(int argc, char **argv) {
     cp.flash_attn_type = fa;
     cp.kv_unified = unified != 0;
     cp.no_perf = true;
+    cp.cb_eval = dump_cb; /* writes nothing until a dump command names a directory */
+    cp.cb_eval_user_data = NULL;
     o.ctx = llama_init_from_model(o.model, cp);
     if (!o.ctx) die("llama.cpp could not create a context for %s", path);
 
