@@ -117,11 +117,13 @@ braid_status bd_bind3(bd_loader *l, const char *name, int64_t ne0, int64_t ne1, 
     memset(out, 0, sizeof *out);
     const gguf_tensor *t = gguf_find_tensor(l->f, name);
     if (!t) return required ? bd_error(BRAID_E_FORMAT, "missing tensor %s", name) : BRAID_OK;
-    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1)
-        return bd_error(BRAID_E_FORMAT,
-                        "tensor %s has wrong shape; expected {%lld, %lld, %lld}, got {%lld, %lld, %lld, %lld}", name,
-                        (long long)ne0, (long long)ne1, (long long)ne2, (long long)t->ne[0], (long long)t->ne[1],
-                        (long long)t->ne[2], (long long)t->ne[3]);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1) {
+        char want[96];
+        if (ne2 == 1) snprintf(want, sizeof want, "{%lld, %lld}", (long long)ne0, (long long)ne1);
+        else snprintf(want, sizeof want, "{%lld, %lld, %lld}", (long long)ne0, (long long)ne1, (long long)ne2);
+        return bd_error(BRAID_E_FORMAT, "tensor %s has wrong shape; expected %s, got {%lld, %lld, %lld, %lld}", name,
+                        want, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+    }
     const bd_type_traits *tr = bd_type_traits_get(t->type);
     if (!tr || tr->blck_size == 0 || t->type == BD_TYPE_Q8_K)
         return bd_error(BRAID_E_UNSUPPORTED, "tensor %s has unsupported type %u", name, t->type);
