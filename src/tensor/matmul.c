@@ -1,6 +1,6 @@
 /* matmul.c — y = W·x for every weight type (see matmul.h).
  *
- * Two paths:
+ * The paths:
  * - F32 weights: register-blocked kernels. A tile of R weight rows × C tokens keeps R·C vector accumulators in
  *   registers, so each weight vector loaded is used C times and each activation vector R times (AVX-512:
  *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes). Each output is one accumulator over k in steps of the vector
@@ -9,7 +9,9 @@
  * - Other types, few tokens (decode): each thread converts the activations to vec_dot_type itself, then runs
  *   the type's gemv kernel (gemv.h: several rows at once, prefetching, each output vec_dot's bits) over one
  *   contiguous share of the weight bytes; bd_matmul_multi does several products of one input in one dispatch.
- * - Other types, many tokens (prompt): the converted activations are widened back to float, weight tiles are
+ * - Quantized types, many tokens (prompt): the integer GEMMs of gemm_q.h (AVX-512 VNNI), each output
+ *   bit-identical to the vec_dot; where they are not available, the vec_dot path.
+ * - F16 and BF16, many tokens: the converted activations are widened back to float, weight tiles are
  *   dequantized per thread, and the F32 kernels do the arithmetic (see mm_deq_task).
  * Threads own disjoint, contiguous row ranges (bd_split_aligned), so outputs never race. */
 #include "tensor/matmul.h"
@@ -20,6 +22,7 @@
 #include "base/alloc.h"
 
 #include "tensor/dot.h"
+#include "tensor/gemm_q.h"
 #include "tensor/gemv.h"
 #include "tensor/quant.h"
 #include "tensor/simd.h"
@@ -388,12 +391,13 @@ static int mm_gemv_run(bd_threadpool *tp, const bd_matmul_op *ops, int n_ops, in
     return 1;
 }
 
-/* ---- other types, many tokens: dequantize tiles of W, then the F32 kernels ---------------------------------
+/* ---- F16 / BF16, many tokens: dequantize tiles of W, then the F32 kernels -----------------------------------
  * For a prompt the vec_dot path does one short dot product per (row, token) pair and is far from the
  * arithmetic peak. Instead the activations are converted to vec_dot_type and back to float (so they carry
  * exactly the rounding ggml's dot product sees), tiles of weight rows are dequantized into a per-thread
  * buffer, and the register-blocked F32 kernels run over a block of tokens that stays in L2. The products are
- * the same numbers ggml multiplies; only the float summation order differs (a few ulp). */
+ * the same numbers ggml multiplies; only the float summation order differs (a few ulp; llama.cpp's own F16
+ * prefill differs from its decode too). Quantized types do not come here: see the integer GEMMs above. */
 
 enum {
     MM_DEQ_MIN_T = 16,          /* from this many tokens on, dequantizing a tile pays for itself */
@@ -416,28 +420,6 @@ BD_TARGET_AVX2 static void f16_to_f32_avx2(const void *src, float *dst, int64_t 
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
     for (; i < n; i++) dst[i] = bd_fp16_to_fp32(h[i]);
 }
-/* Q8_0 -> F32, 32 at a time: q·d with q widened exactly to float, the one product the portable
- * bd_dequantize_row_q8_0 computes (bit-identical), without its scalar loop (~9% of a Q8_0 prompt). */
-BD_TARGET_AVX512 static void q8_0_to_f32_avx512(const void *src, float *dst, int64_t n) {
-    const bd_block_q8_0 *x = src;
-    for (int64_t i = 0; i < n / BD_QK8_0; i++, dst += BD_QK8_0) {
-        const __m512 d = _mm512_set1_ps(bd_fp16_to_fp32(x[i].d));
-        const __m128i lo = _mm_loadu_si128((const __m128i *)x[i].qs);
-        const __m128i hi = _mm_loadu_si128((const __m128i *)(x[i].qs + 16));
-        _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d));
-        _mm512_storeu_ps(dst + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d));
-    }
-}
-BD_TARGET_AVX2 static void q8_0_to_f32_avx2(const void *src, float *dst, int64_t n) {
-    const bd_block_q8_0 *x = src;
-    for (int64_t i = 0; i < n / BD_QK8_0; i++, dst += BD_QK8_0) {
-        const __m256 d = _mm256_set1_ps(bd_fp16_to_fp32(x[i].d));
-        for (int j = 0; j < BD_QK8_0; j += 8) {
-            const __m128i q = _mm_loadl_epi64((const __m128i *)(x[i].qs + j));
-            _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
-        }
-    }
-}
 #endif
 
 typedef void (*to_float_fn)(const void *src, float *dst, int64_t n);
@@ -448,10 +430,6 @@ static to_float_fn fast_to_float(const bd_type_traits *t, uint32_t type) {
     if (type == BD_TYPE_F16) {
         if (bd_simd() == BD_SIMD_AVX512) return f16_to_f32_avx512;
         if (bd_simd() == BD_SIMD_AVX2) return f16_to_f32_avx2;
-    }
-    if (type == BD_TYPE_Q8_0) {
-        if (bd_simd() == BD_SIMD_AVX512) return q8_0_to_f32_avx512;
-        if (bd_simd() == BD_SIMD_AVX2) return q8_0_to_f32_avx2;
     }
 #else
     (void)type;
@@ -503,9 +481,51 @@ static void mm_deq_task(void *arg, int ith, int nth) {
     }
 }
 
-/* Whether bd_matmul takes the dequantize path for this call. */
+/* ---- quantized types, many tokens: the integer GEMMs (gemm_q.h) ---------------------------------------------
+ * Threads convert and pack disjoint groups of tokens, meet at a barrier, then compute disjoint row ranges. */
+
+typedef struct mm_gq {
+    bd_threadpool *tp;
+    const bd_dot_traits *dt;
+    const bd_gemmq_ops *ops;
+    uint32_t wtype;
+    const uint8_t *W;
+    size_t wrow;
+    const float *x;
+    uint8_t *xq; /* [T][xrow] */
+    size_t xrow;
+    void *packed;
+    float *y;
+    int64_t N, K, T, ldx, ldy;
+} mm_gq;
+
+static void mm_gq_task(void *arg, int ith, int nth) {
+    const mm_gq *a = arg;
+    int64_t g0, g1;
+    bd_split((a->T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP, ith, nth, &g0, &g1);
+    void (*quantize)(const float *, void *, int64_t) = a->ops->quantize ? a->ops->quantize : a->dt->from_float;
+    for (int64_t g = g0; g < g1; g++) {
+        for (int64_t t = g * BD_GEMMQ_GROUP; t < (g + 1) * BD_GEMMQ_GROUP && t < a->T; t++)
+            quantize(a->x + t * a->ldx, a->xq + (size_t)t * a->xrow, a->K);
+        a->ops->pack(a->xq, a->xrow, a->K, a->T, g, a->packed);
+    }
+    bd_threadpool_barrier(a->tp);
+    int64_t r0, r1;
+    bd_split_aligned(a->N, 4, ith, nth, &r0, &r1);
+    if (r0 < r1) a->ops->rows(a->wtype, a->W, a->wrow, a->K, a->packed, a->T, r0, r1, a->y, a->ldy);
+}
+
+/* The integer GEMM for this call, or NULL. */
+static const bd_gemmq_ops *use_gemmq(uint32_t wtype, int64_t K, int64_t T) {
+    if (T < MM_DEQ_MIN_T) return NULL;
+    const bd_gemmq_ops *o = bd_gemmq_get(wtype);
+    return o && K <= o->max_k ? o : NULL;
+}
+
+/* Whether bd_matmul takes the dequantize path for this call: float weight types only (for quantized ones it
+ * would break the equality with vec_dot). */
 static int use_deq(uint32_t wtype, int64_t K, int64_t T) {
-    return wtype != BRAID_TYPE_F32 && T >= MM_DEQ_MIN_T && K * 4 <= MM_DEQ_TILE;
+    return (wtype == BRAID_TYPE_F16 || wtype == BRAID_TYPE_BF16) && T >= MM_DEQ_MIN_T && K * 4 <= MM_DEQ_TILE;
 }
 
 /* ---- entry points ------------------------------------------------------------------------------------------ */
@@ -516,7 +536,11 @@ size_t bd_matmul_scratch_size(uint32_t wtype, int64_t K, int64_t T) {
     if (!dt) return 0;
     size_t row = bd_row_size(dt->vec_dot_type, K), total, xf;
     if (!bd_mul_size(row, (size_t)T, &total)) return 0;
-    if (use_deq(wtype, K, T)) {
+    const bd_gemmq_ops *gq = use_gemmq(wtype, K, T);
+    if (gq) {
+        total = (total + 63) & ~(size_t)63;
+        if (!bd_add_size(total, gq->pack_size(K, T), &total)) return 0;
+    } else if (use_deq(wtype, K, T)) {
         total = (total + 63) & ~(size_t)63;
         if (!bd_mul_size((size_t)T * sizeof(float), (size_t)K, &xf) || !bd_add_size(total, xf, &total)) return 0;
     }
@@ -544,6 +568,13 @@ braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t
     size_t need = bd_matmul_scratch_size(wtype, K, T);
     if (!need || !scratch || scratch_size < need)
         return bd_error(BRAID_E_INVALID, "matmul: scratch of %zu bytes, %zu needed", scratch_size, need);
+    const bd_gemmq_ops *gq = use_gemmq(wtype, K, T);
+    if (gq) {
+        size_t xq_bytes = ((xrow * (size_t)T) + 63) & ~(size_t)63;
+        mm_gq a = {tp, dt, gq, wtype, W, wrow, x, scratch, xrow, (uint8_t *)scratch + xq_bytes, y, N, K, T, ldx, ldy};
+        bd_threadpool_run(tp, mm_gq_task, &a);
+        return BRAID_OK;
+    }
     if (use_deq(wtype, K, T)) {
         const bd_type_traits *vt = bd_type_traits_get(dt->vec_dot_type);
         if (!vt) return bd_error(BRAID_E_UNSUPPORTED, "matmul: no traits for vec_dot_type %u", dt->vec_dot_type);

@@ -7,8 +7,9 @@
  * into a caller-provided scratch buffer (so decode allocates nothing), then every (weight row, activation row)
  * pair is a vec_dot. Rows of W are split across the pool's threads; for T > 1 a block of weight rows is reused
  * for every token while it is in cache, so each weight row is read from memory once per call. From 16 tokens
- * on (a prompt), tiles of W are dequantized and multiplied with the converted-and-widened activations by the
- * F32 kernels: the same products, summed in another float order, several times faster.
+ * on (a prompt), quantized weights go through the integer GEMMs of gemm_q.h (AVX-512 VNNI), whose every output
+ * is bit-identical to the vec_dot of that row and token (so prefill and decode agree exactly); F16/BF16 tiles
+ * are dequantized and multiplied by the F32 kernels (another float order, like llama.cpp's own F16 prefill).
  * F32 weights take a register-blocked kernel of their own (AVX-512 / AVX2 / C) in which every output element
  * is accumulated in the same order whatever T and the thread count, so the F32 result for a token does not
  * depend on the batch it came in (bit for bit). */

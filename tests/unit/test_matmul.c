@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/threadpool.h"
 #include "tensor/dot.h"
+#include "tensor/gemm_q.h"
 #include "tensor/matmul.h"
 #include "tensor/simd.h"
 #include "tensor/types.h"
@@ -146,6 +147,87 @@ static void test_types(bd_threadpool *tp) {
     }
 }
 
+/* The contract shared with the decode path (dot.h, matmul.h): for quantized weights every output of a
+ * many-token product equals the type's vec_dot on that weight row and that converted activation row, bit for
+ * bit, whatever T, the tiling and the thread count (prefill and token-by-token decode give the same logits).
+ * Shapes are odd on purpose: N not a multiple of the row tile, T not a multiple of the token tile or group. */
+static void test_vec_dot_equality(bd_threadpool *tp) {
+    const uint32_t types[] = {BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_0, BRAID_TYPE_Q4_K, BRAID_TYPE_Q5_K, BRAID_TYPE_Q6_K};
+    const int64_t shapes[][3] = {{37, 512, 16}, {5, 256, 17}, {70, 1024, 33}, {13, 768, 50}, {4, 2048, 23},
+                                 {130, 256, 64}};
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t wt = types[ti];
+        const bd_type_traits *tt = bd_type_traits_get(wt);
+        const bd_dot_traits *dt = bd_dot_traits_get(wt);
+        CHECK(tt && dt, "type %u has traits and a dot product", wt);
+        if (!tt || !dt) continue;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t N = shapes[si][0], K = shapes[si][1], T = shapes[si][2], ldy = N + 3;
+            const size_t wrow = bd_row_size(wt, K), xrow = bd_row_size(dt->vec_dot_type, K);
+            float *Wf = bd_mallocn((size_t)K, 4), *x = bd_mallocn((size_t)(T * K), 4);
+            float *y1 = bd_calloc((size_t)(T * ldy), 4), *y2 = bd_calloc((size_t)(T * ldy), 4);
+            uint8_t *Wq = bd_malloc(wrow * (size_t)N), *xq = bd_malloc(xrow * (size_t)T);
+            const size_t ss = bd_matmul_scratch_size(wt, K, T);
+            void *scratch = bd_malloc(ss);
+            for (int64_t n = 0; n < N; n++) {
+                /* rows of different magnitudes, so block scales differ across rows and blocks */
+                const float scale = (float)(1 + n % 7) * (n % 3 ? 1.0f : 0.01f);
+                for (int64_t k = 0; k < K; k++) Wf[k] = frand() * scale * (k % 97 == 0 ? 8.0f : 1.0f);
+                tt->from_float(Wf, Wq + (size_t)n * wrow, K);
+            }
+            for (int64_t i = 0; i < T * K; i++) x[i] = frand() * (float)(1 + (i / K) % 5) * (i % 61 == 0 ? 20.f : 1.f);
+            for (int64_t t = 0; t < T; t++) dt->from_float(x + t * K, xq + (size_t)t * xrow, K);
+            CHECK_STATUS(bd_matmul(NULL, wt, Wq, N, K, x, K, T, y1, ldy, scratch, ss), BRAID_OK);
+            CHECK_STATUS(bd_matmul(tp, wt, Wq, N, K, x, K, T, y2, ldy, scratch, ss), BRAID_OK);
+            int64_t bad1 = 0, bad2 = 0;
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t n = 0; n < N; n++) {
+                    float s;
+                    dt->vec_dot(K, &s, Wq + (size_t)n * wrow, xq + (size_t)t * xrow);
+                    bad1 += memcmp(&s, &y1[t * ldy + n], 4) != 0;
+                    bad2 += memcmp(&s, &y2[t * ldy + n], 4) != 0;
+                }
+            CHECK(bad1 == 0 && bad2 == 0, "%s N=%lld K=%lld T=%lld: %lld (1 thread) / %lld (2 threads) of %lld outputs "
+                  "differ from vec_dot", tt->name, (long long)N, (long long)K, (long long)T, (long long)bad1,
+                  (long long)bad2, (long long)(N * T));
+            bd_free(Wf);
+            bd_free(x);
+            bd_free(y1);
+            bd_free(y2);
+            bd_free(Wq);
+            bd_free(xq);
+            bd_free(scratch);
+        }
+    }
+}
+
+/* The integer GEMMs may quantize activations with their own code: it must give dot.h's bytes exactly, ties,
+ * NaN, infinities and all-zero blocks included. */
+static void test_gemmq_quantize(void) {
+    const uint32_t types[] = {BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_K, BRAID_TYPE_Q6_K};
+    const int64_t K = 256 * 6;
+    float *x = bd_mallocn((size_t)K, 4);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const bd_gemmq_ops *o = bd_gemmq_get(types[ti]);
+        const bd_dot_traits *dt = bd_dot_traits_get(types[ti]);
+        if (!o || !o->quantize || !dt) continue; /* this type or level quantizes with dot.h's function itself */
+        const size_t xrow = bd_row_size(dt->vec_dot_type, K);
+        uint8_t *a = bd_malloc(xrow), *b = bd_malloc(xrow);
+        for (int64_t i = 0; i < K; i++) x[i] = frand() * 3.0f;
+        for (int64_t i = 256; i < 512; i++) x[i] = 0.0f;                     /* all-zero block */
+        x[520] = 5.0f, x[600] = -5.0f;                                        /* tie in magnitude: first wins */
+        x[770] = -7.0f, x[900] = 7.0f;
+        x[1030] = NAN, x[1100] = INFINITY;                                    /* NaN never wins; inf does */
+        x[1300] = -0.0f, x[1301] = 1e-30f;
+        o->quantize(x, a, K);
+        dt->from_float(x, b, K);
+        CHECK(!memcmp(a, b, xrow), "type %u: the GEMM's activation quantizer gives dot.h's bytes", types[ti]);
+        bd_free(a);
+        bd_free(b);
+    }
+    bd_free(x);
+}
+
 int main(void) {
     bd_threadpool *tp = NULL;
     CHECK_STATUS(bd_threadpool_new(4, &tp), BRAID_OK);
@@ -157,6 +239,16 @@ int main(void) {
         test_types(tp);
     }
     bd_simd_override(top);
+    /* the equality, at every kernel level (the integer GEMMs at the top one, vec_dot under it) */
+    bd_threadpool *tp2 = NULL;
+    CHECK_STATUS(bd_threadpool_new(2, &tp2), BRAID_OK);
+    for (int lv = 0; lv <= top; lv++) {
+        bd_simd_override(lv);
+        test_vec_dot_equality(tp2);
+    }
+    bd_simd_override(top);
+    bd_threadpool_free(tp2);
+    test_gemmq_quantize();
 
     float w[4] = {1, 2, 3, 4}, xx[2] = {1, 1}, yy[2];
     CHECK_STATUS(bd_matmul(NULL, 99, w, 2, 2, xx, 2, 1, yy, 2, NULL, 0), BRAID_E_UNSUPPORTED);

@@ -1,0 +1,202 @@
+/* gemm_q8.c — Q8_0 and Q4_0 weights against Q8_0 activations over many tokens, bit-identical per output to
+ * the vec_dot (see gemm_q.h for why and how it is used).
+ *
+ * The vec_dot's float chain (dot.h, ggml's x86 order): 8 float lanes per output; for each block of 32 in
+ * order, lane l += (d_w * d_x) * float(sum of the 4 products at positions 4l..4l+3) as one fused multiply-add;
+ * then the hsum_float_8 tree. Here one 512-bit vector holds two tokens' 8 lanes for one weight row, so a
+ * block costs, per pair of outputs, one vpdpbusd (the 64 products), one conversion, one multiply (the scale
+ * product, rounded as the vec_dot rounds it) and one FMA.
+ *
+ * vpdpbusd multiplies unsigned by signed bytes. The activations are stored offset by +128 (unsigned) and each
+ * weight block carries its correction -128 * (sum of its 4 weights) per lane, which seeds the integer sum:
+ * the result is exactly the signed sum the vec_dot computes.
+ *
+ * Layouts (built per call): packed activations, per pair of tokens and block, 128 bytes: the two tokens'
+ * offset levels (32 + 32) then their scales (8 copies each). Prepared weights (per thread, for a block of
+ * rows, on the stack), per row and block, 64 bytes: the 32 signed levels then the 8 corrections; the block
+ * scales as floats after them. Q4_0 rows are decoded to levels - 8 there, so both types share the kernel. */
+#include "tensor/gemm_q.h"
+
+#include <string.h>
+
+#include "tensor/gemm_impl.h"
+#include "tensor/quant.h"
+#include "tensor/types.h"
+
+#if BD_HAVE_X86
+
+enum {
+    Q8_REC = 128,              /* packed activation bytes per pair of tokens per block */
+    Q8_WREC = 64,              /* prepared weight bytes per row per block */
+    Q8_PREP = 256 * 1024,      /* stack bytes for prepared weights (and their scales) */
+    Q8_TOK_BYTES = 1024 * 1024, /* packed activations per token block (stay in L2 while rows pass) */
+    Q8_TR = 4,                 /* tile: weight rows */
+    Q8_TP = 3,                 /* tile: pairs of tokens */
+};
+
+static size_t q8_pack_size(int64_t K, int64_t T) {
+    const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
+    return (size_t)groups * (BD_GEMMQ_GROUP / 2) * (size_t)(K / BD_QK8_0) * Q8_REC;
+}
+
+GEMMQ_TARGET static void q8_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+    const int64_t B = K / BD_QK8_0;
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    uint8_t *out = (uint8_t *)packed + (size_t)g * (BD_GEMMQ_GROUP / 2) * (size_t)B * Q8_REC;
+    for (int p = 0; p < BD_GEMMQ_GROUP / 2; p++) {
+        uint8_t *o = out + (size_t)p * (size_t)B * Q8_REC;
+        for (int h = 0; h < 2; h++) {
+            const int64_t t = g * BD_GEMMQ_GROUP + 2 * p + h;
+            const bd_block_q8_0 *x = t < T ? (const bd_block_q8_0 *)(xq + (size_t)t * xrow) : NULL;
+            for (int64_t b = 0; b < B; b++) {
+                uint8_t *rec = o + (size_t)b * Q8_REC;
+                const __m256i q = x ? _mm256_loadu_si256((const __m256i *)x[b].qs) : _mm256_setzero_si256();
+                _mm256_storeu_si256((__m256i *)(rec + 32 * h), _mm256_xor_si256(q, flip));
+                _mm256_storeu_ps((float *)(rec + 64) + 8 * h, _mm256_set1_ps(x ? _cvtsh_ss(x[b].d) : 0.0f));
+            }
+        }
+    }
+}
+
+/* Rows [0, nr) of W into wp (nr * B records) and dw (nr * B block scales). */
+GEMMQ_TARGET static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, uint8_t *wp,
+                                 float *dw) {
+    const __m256i c128 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256(), eight = _mm256_set1_epi8(8);
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *row = W + (size_t)r * wrow;
+        for (int64_t b = 0; b < B; b++) {
+            __m256i q;
+            uint16_t d;
+            if (wtype == BD_TYPE_Q8_0) {
+                const uint8_t *blk = row + (size_t)b * sizeof(bd_block_q8_0);
+                memcpy(&d, blk, 2);
+                q = _mm256_loadu_si256((const __m256i *)(blk + 2));
+            } else { /* Q4_0: element j in the low nibble of byte j, j+16 in the high one */
+                const uint8_t *blk = row + (size_t)b * sizeof(bd_block_q4_0);
+                memcpy(&d, blk, 2);
+                const __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+                const __m128i lo = _mm_and_si128(v, low4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
+                q = _mm256_sub_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1), eight);
+            }
+            uint8_t *rec = wp + ((size_t)r * (size_t)B + (size_t)b) * Q8_WREC;
+            _mm256_storeu_si256((__m256i *)rec, q);
+            _mm256_storeu_si256((__m256i *)(rec + 32),
+                                _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, c128, q)));
+            dw[r * B + b] = _cvtsh_ss(d);
+        }
+    }
+}
+
+/* R weight rows (records from wp, stride wps bytes; scales from dw, stride B) x P pairs of tokens (from ap,
+ * stride aps bytes; the first token is t0) -> y (y[t*ldy + row]), tokens >= T not stored. */
+GEMMQ_INLINE void q8_tile(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap, size_t aps,
+                          float *y, int64_t ldy, int64_t t0, int64_t T, const int R, const int P) {
+    __m512 acc[Q8_TR][Q8_TP];
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++) acc[r][p] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < B; b++) {
+        __m512i a[Q8_TP];
+        __m512 ds[Q8_TP];
+        for (int p = 0; p < P; p++) {
+            const uint8_t *rec = ap + (size_t)p * aps + (size_t)b * Q8_REC;
+            a[p] = _mm512_loadu_si512(rec);
+            ds[p] = _mm512_loadu_ps(rec + 64);
+        }
+        for (int r = 0; r < R; r++) {
+            const uint8_t *w = wp + (size_t)r * wps + (size_t)b * Q8_WREC;
+            const __m512i wv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w));
+            const __m512 dv = _mm512_set1_ps(dw[r * B + b]);
+            for (int p = 0; p < P; p++) {
+                const __m512i cv = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 32)));
+                const __m512i iv = _mm512_dpbusd_epi32(cv, a[p], wv);
+                acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(ds[p], dv), _mm512_cvtepi32_ps(iv), acc[r][p]);
+            }
+        }
+    }
+    __m512 v[16];
+    float sums[32];
+    int n = 0;
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++) v[n++] = acc[r][p];
+    for (int i = n; i < 16; i++) v[i] = _mm512_setzero_ps();
+    gemmq_hsum16(v, sums);
+    if (n > 8) gemmq_hsum16(v + 8, sums + 16);
+    n = 0;
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++, n++)
+            for (int h = 0; h < 2; h++) {
+                const int64_t t = t0 + 2 * p + h;
+                if (t < T) y[t * ldy + r] = sums[2 * n + h];
+            }
+}
+
+typedef void (*q8_tile_fn)(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap, size_t aps,
+                           float *y, int64_t ldy, int64_t t0, int64_t T);
+#define Q8_TILE(R, P)                                                                                           \
+    GEMMQ_TARGET static void q8_tile_##R##_##P(const uint8_t *wp, size_t wps, const float *dw, int64_t B,        \
+                                               const uint8_t *ap, size_t aps, float *y, int64_t ldy, int64_t t0, \
+                                               int64_t T) {                                                     \
+        q8_tile(wp, wps, dw, B, ap, aps, y, ldy, t0, T, R, P);                                                   \
+    }
+Q8_TILE(1, 1)
+Q8_TILE(1, 2)
+Q8_TILE(1, 3)
+Q8_TILE(2, 1)
+Q8_TILE(2, 2)
+Q8_TILE(2, 3)
+Q8_TILE(3, 1)
+Q8_TILE(3, 2)
+Q8_TILE(3, 3)
+Q8_TILE(4, 1)
+Q8_TILE(4, 2)
+Q8_TILE(4, 3)
+static const q8_tile_fn q8_tiles[Q8_TR][Q8_TP] = {{q8_tile_1_1, q8_tile_1_2, q8_tile_1_3},
+                                                  {q8_tile_2_1, q8_tile_2_2, q8_tile_2_3},
+                                                  {q8_tile_3_1, q8_tile_3_2, q8_tile_3_3},
+                                                  {q8_tile_4_1, q8_tile_4_2, q8_tile_4_3}};
+
+static void q8_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
+                    int64_t r0, int64_t r1, float *y, int64_t ldy) {
+    const int64_t B = K / BD_QK8_0, npairs = (T + 1) / 2;
+    const size_t wps = (size_t)B * Q8_WREC, aps = (size_t)B * Q8_REC;
+    /* rows per prepared block: records and scales within Q8_PREP (rows_max guarantees at least 4) */
+    int64_t rb = (Q8_PREP / (int64_t)(wps + (size_t)B * sizeof(float))) & ~(int64_t)3;
+    if (rb > 64) rb = 64;
+    int64_t tb = (Q8_TOK_BYTES / (int64_t)aps) / Q8_TP * Q8_TP;
+    if (tb < Q8_TP) tb = Q8_TP;
+    _Alignas(64) uint8_t wp[Q8_PREP];
+    float *dw = (float *)(wp + (size_t)rb * wps);
+    for (int64_t p0 = 0; p0 < npairs; p0 += tb) {
+        const int64_t p1 = p0 + tb < npairs ? p0 + tb : npairs;
+        for (int64_t rs = r0; rs < r1; rs += rb) {
+            const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
+            q8_prep(wtype, W + (size_t)rs * wrow, wrow, B, nr, wp, dw);
+            for (int64_t p = p0; p < p1; p += Q8_TP) {
+                const int np = (int)(p1 - p < Q8_TP ? p1 - p : Q8_TP);
+                const uint8_t *ap = (const uint8_t *)packed + (size_t)p * aps;
+                for (int64_t r = 0; r < nr; r += Q8_TR) {
+                    const int R = (int)(nr - r < Q8_TR ? nr - r : Q8_TR);
+                    q8_tiles[R - 1][np - 1](wp + (size_t)r * wps, wps, dw + r * B, B, ap, aps, y + rs + r, ldy,
+                                            2 * p, T);
+                }
+            }
+        }
+    }
+}
+
+static const bd_gemmq_ops q8_ops = {q8_pack_size, q8_pack, q8_rows, Q8_PREP / (4 * (Q8_WREC + 4)) * BD_QK8_0, NULL};
+
+const bd_gemmq_ops *bd_gemmq_q8_ops(uint32_t wtype) {
+    if (bd_simd() != BD_SIMD_AVX512 || (wtype != BD_TYPE_Q8_0 && wtype != BD_TYPE_Q4_0)) return NULL;
+    return &q8_ops;
+}
+
+#else
+
+const bd_gemmq_ops *bd_gemmq_q8_ops(uint32_t wtype) {
+    (void)wtype;
+    return NULL;
+}
+
+#endif
