@@ -486,8 +486,9 @@ static void qw_rope_head(float *x, const float *cs, uint32_t n_rot) {
     for (uint32_t k = 0; k < half; k++) {
         const float c = cs[2 * k], s = cs[2 * k + 1];
         const float x0 = x[k], x1 = x[k + half];
-        x[k] = x0 * c - x1 * s;
-        x[k + half] = x0 * s + x1 * c;
+        /* ggml's rounding (its compiler fuses one product of each): x0·c − (x1·s), x0·s + (x1·c) */
+        x[k] = fmaf(x0, c, -(x1 * s));
+        x[k + half] = fmaf(x0, s, x1 * c);
     }
 }
 

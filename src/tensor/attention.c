@@ -6,11 +6,14 @@
  * heads that share the KV head are done together, so each K and V row is loaded once per item. Scores go to
  * per-thread scratch (two passes: scores, then softmax, then the weighted sum of V), as the non-flash path of
  * ggml computes it. K/V rows may be F32 or F16 (converted on the fly; Q stays F32). */
+#include <math.h>
 #include <string.h>
 
+#include "tensor/dot.h"
 #include "tensor/ops.h"
 #include "tensor/simd.h"
 #include "tensor/types.h"
+#include "tensor/vexp.h"
 
 #if BD_HAVE_X86
 #include <immintrin.h>
@@ -121,6 +124,111 @@ BD_TARGET_AVX2 static void axpy_f16_256(float *o, float p, const uint16_t *v, in
 }
 #endif
 
+/* ---- F32 K/V in ggml's float order (non-flash path, tensor dumps agree bit for bit) ----
+ * ggml pads each query's row of cells to a multiple of 256 with masked (-inf) cells; in the single-sequence
+ * case braid's list index of a cell is its row position there, so the order below is ggml's:
+ *   scores: vec_dot_f32(q, k) (dot.h's F32 order) times scale;
+ *   softmax: every element with the vector expf, summed per 16 in float (halving tree), each in double;
+ *   p·V: per output element, lanes over the cells: cell i goes to accumulator i % K, fused, then combined
+ *   as ggml combines them. K = 16 for a batch of several tokens (llamafile's tinyBLAS: one 16-lane chain,
+ *   then the 16-lane tree) and K = 64 for a single token (vec_dot_f32: 4 chains of 16 lanes, chain
+ *   (i / 16) % 4, combined (c0 + c2) + (c1 + c3), then the tree). */
+
+static float exp_sum16(float *y, int m) { /* y[0..m) = exp in place; the padded 16-lane tree sum */
+    float v[16] = {0}, w[8], u[4];
+    for (int l = 0; l < m; l++) v[l] = y[l] = bd_exp_ggml(y[l]);
+    for (int l = 0; l < 8; l++) w[l] = v[l] + v[l + 8];
+    for (int l = 0; l < 4; l++) u[l] = w[l] + w[l + 4];
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+static void softmax_pad_c(float *y, int64_t n) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) max = y[i] > max ? y[i] : max;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        const int m = n - i < 16 ? (int)(n - i) : 16;
+        for (int l = 0; l < m; l++) y[i + l] -= max;
+        sum += (double)exp_sum16(y + i, m);
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+/* o[0..hd) = sum_i p[i] · v_i with K accumulators per output element (see above). */
+static void pv_c(float *o, const float *p, const char *vbase, const int32_t *cells, int64_t n, size_t vstride,
+                 int hd, int K) {
+    float acc[64];
+    for (int d = 0; d < hd; d++) {
+        for (int l = 0; l < K; l++) acc[l] = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const float *v = (const float *)(const void *)(vbase + (size_t)cells[i] * vstride);
+            acc[i % K] = fmaf(p[i], v[d], acc[i % K]);
+        }
+        float x[16], w[8], u[4];
+        for (int l = 0; l < 16; l++) x[l] = K == 64 ? (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]) : acc[l];
+        for (int l = 0; l < 8; l++) w[l] = x[l] + x[l + 8];
+        for (int l = 0; l < 4; l++) u[l] = w[l] + w[l + 4];
+        o[d] = (u[0] + u[2]) + (u[1] + u[3]);
+    }
+}
+
+#if BD_HAVE_X86
+BD_TARGET_AVX512 static void softmax_pad_512(float *y, int64_t n) {
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        mx = _mm512_mask_max_ps(mx, m, mx, _mm512_maskz_loadu_ps(m, y + i));
+    }
+    const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    double sum = 0;
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 e = _mm512_maskz_mov_ps(m, bd_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, y + i), max)));
+        _mm512_mask_storeu_ps(y + i, m, e);
+        sum += (double)_mm512_reduce_add_ps(e);
+    }
+    const __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), inv));
+    }
+}
+
+/* hd a multiple of 16; K 16 or 64 (constant after inlining). */
+BD_TARGET_AVX512 static inline __attribute__((always_inline)) void pv_512_k(float *o, const float *p, const char *vbase,
+                                                                           const int32_t *cells, int64_t n,
+                                                                           size_t vstride, int hd, const int K) {
+    for (int d = 0; d < hd; d += 16) {
+        __m512 acc[64];
+        for (int l = 0; l < K; l++) acc[l] = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (; i + K <= n; i += K)
+            for (int l = 0; l < K; l++) {
+                const float *v = (const float *)(const void *)(vbase + (size_t)cells[i + l] * vstride);
+                acc[l] = _mm512_fmadd_ps(_mm512_set1_ps(p[i + l]), _mm512_loadu_ps(v + d), acc[l]);
+            }
+        for (int l = 0; i + l < n; l++) {
+            const float *v = (const float *)(const void *)(vbase + (size_t)cells[i + l] * vstride);
+            acc[l] = _mm512_fmadd_ps(_mm512_set1_ps(p[i + l]), _mm512_loadu_ps(v + d), acc[l]);
+        }
+        __m512 x[16];
+        for (int l = 0; l < 16; l++)
+            x[l] = K == 64 ? _mm512_add_ps(_mm512_add_ps(acc[l], acc[32 + l]), _mm512_add_ps(acc[16 + l], acc[48 + l]))
+                           : acc[l];
+        for (int l = 0; l < 8; l++) x[l] = _mm512_add_ps(x[l], x[l + 8]);
+        for (int l = 0; l < 4; l++) x[l] = _mm512_add_ps(x[l], x[l + 4]);
+        _mm512_storeu_ps(o + d, _mm512_add_ps(_mm512_add_ps(x[0], x[2]), _mm512_add_ps(x[1], x[3])));
+    }
+}
+BD_TARGET_AVX512 static void pv_512(float *o, const float *p, const char *vbase, const int32_t *cells, int64_t n,
+                                    size_t vstride, int hd, int K) {
+    if (K == 64) pv_512_k(o, p, vbase, cells, n, vstride, hd, 64);
+    else pv_512_k(o, p, vbase, cells, n, vstride, hd, 16);
+}
+#endif
+
 typedef struct attn_fns {
     float (*dot32)(const float *, const float *, int);
     float (*dot16)(const float *, const uint16_t *, int);
@@ -142,6 +250,7 @@ static attn_fns pick_fns(void) {
 typedef struct attn_job {
     const bd_attn *a;
     attn_fns f;
+    bd_vec_dot_fn dot; /* F32 vec_dot (ggml's order) */
     int64_t T, ldq, q_head_stride, ldo;
     const float *q;
     const int32_t *const *vis;
@@ -170,6 +279,30 @@ static void attn_task(void *p, int ith, int nth) {
         const float *q0 = j->q + t * j->ldq + (int64_t)kvh * grp * j->q_head_stride;
         const char *kbase = (const char *)a->k + (size_t)kvh * a->k_head_bytes;
         const char *vbase = (const char *)a->v + (size_t)kvh * a->v_head_bytes;
+        if (!f16) { /* ggml's order (above) */
+            for (int64_t i = 0; i < n; i++) {
+                const float *kr = (const float *)(const void *)(kbase + (size_t)cells[i] * a->k_cell_bytes);
+                for (int g = 0; g < grp; g++) {
+                    float d;
+                    j->dot(hd, &d, q0 + g * j->q_head_stride, kr);
+                    sc[(int64_t)g * j->max_vis + i] = d * a->scale;
+                }
+            }
+            const int K = j->T == 1 ? 64 : 16;
+            for (int g = 0; g < grp; g++) {
+                float *pg = sc + (int64_t)g * j->max_vis;
+#if BD_HAVE_X86
+                if (bd_simd() == BD_SIMD_AVX512 && hd % 16 == 0) {
+                    softmax_pad_512(pg, n);
+                    pv_512(o0 + g * hd, pg, vbase, cells, n, a->v_cell_bytes, hd, K);
+                    continue;
+                }
+#endif
+                softmax_pad_c(pg, n);
+                pv_c(o0 + g * hd, pg, vbase, cells, n, a->v_cell_bytes, hd, K);
+            }
+            continue;
+        }
         for (int64_t i = 0; i < n; i++) {
             const void *kr = kbase + (size_t)cells[i] * a->k_cell_bytes;
             for (int g = 0; g < grp; g++) {
@@ -210,7 +343,8 @@ braid_status bd_attention(bd_threadpool *tp, const bd_attn *a, int64_t T, const 
     size_t need = bd_attention_scratch_size(a, max_vis, nth);
     if (!scratch || scratch_size < need)
         return bd_error(BRAID_E_INVALID, "attention: scratch of %zu bytes, %zu needed", scratch_size, need);
-    attn_job j = {a, pick_fns(), T, ldq, q_head_stride, ldo, q, vis, n_vis, o, scratch, max_vis};
+    attn_job j = {a,  pick_fns(), bd_dot_traits_get(BD_TYPE_F32)->vec_dot, T, ldq, q_head_stride, ldo, q, vis, n_vis, o,
+                  scratch, max_vis};
     bd_threadpool_run(T * a->n_head_kv > 1 ? tp : NULL, attn_task, &j);
     return BRAID_OK;
 }
