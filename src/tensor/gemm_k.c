@@ -357,15 +357,23 @@ GEMMQ_TARGET static void k_quantize_q8_K(const float *x, void *dst, int64_t k) {
         }
         const float iscale = -127.f / max;
         const __m512 is = _mm512_set1_ps(iscale);
-        for (int j = 0; j < BD_QK_K; j += 16) {
-            /* explicit rounding: the product and the sum must stay two roundings (no contraction to an FMA) */
-            const __m512 v = _mm512_add_round_ps(
-                _mm512_mul_round_ps(is, _mm512_loadu_ps(x + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), magic,
-                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            const __m512i q = _mm512_min_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v), mant), half), cap);
-            const __m128i q8 = _mm512_cvtepi32_epi8(q);
-            _mm_storeu_si128((__m128i *)(y[i].qs + j), q8);
-            y[i].bsums[j / 16] = (int16_t)_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8));
+        for (int j = 0; j < BD_QK_K; j += 64) {
+            __m512i q8 = _mm512_setzero_si512();
+            for (int g = 0; g < 4; g++) {
+                /* explicit rounding: the product and the sum must stay two roundings (no contraction to an FMA) */
+                const __m512 v = _mm512_add_round_ps(
+                    _mm512_mul_round_ps(is, _mm512_loadu_ps(x + j + 16 * g), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                    magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                const __m512i q =
+                    _mm512_min_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v), mant), half), cap);
+                q8 = _mm512_inserti32x4(q8, _mm512_cvtepi32_epi8(q), g); /* truncating, as the (int8_t) cast */
+            }
+            _mm512_storeu_si512(y[i].qs + j, q8);
+            /* sums of 16: offset to unsigned, byte sums of 8 per 64-bit lane, pairs added, offset removed */
+            const __m512i sad = _mm512_sad_epu8(_mm512_xor_si512(q8, _mm512_set1_epi8((char)0x80)), _mm512_setzero_si512());
+            int64_t s8[8];
+            _mm512_storeu_si512(s8, sad);
+            for (int g = 0; g < 4; g++) y[i].bsums[j / 16 + g] = (int16_t)(s8[2 * g] + s8[2 * g + 1] - 16 * 128);
         }
         y[i].d = 1 / iscale;
     }
