@@ -88,16 +88,18 @@ typedef struct moe_scratch {
     int32_t *count;  /* [n_expert + 1] rows per expert, then prefix offsets */
     int32_t *rows;   /* [T*k] slot ids t*k + j grouped by expert, t ascending within an expert */
     float *xg;       /* [T][n_embd] the rows routed to one expert, gathered */
-    float *gu;       /* [T][2*max(n_ff_exp, n_ff_shexp)] gate ‖ up outputs of one expert */
+    float *gu;       /* [T][2*n_ff_exp] gate ‖ up outputs of one expert; decode: [k][2*n_ff_exp], one per slot */
     float *act;      /* [T][max(n_ff_exp, n_ff_shexp)] SwiGLU */
     float *dn;       /* [T][n_embd] down-projection of one expert */
     float *slot;     /* [T][k][n_embd] weighted output of each chosen expert, summed in slot order at the end */
     float *sh_gate;  /* [T] shared expert gate */
+    float *sh_g, *sh_u; /* [T][n_ff_shexp] shared expert gate and up */
 } moe_scratch;
 
 static size_t moe_carve(const moe_hparams *hp, int64_t E, int32_t T, char *base, moe_scratch *s) {
     size_t off = 0;
     const size_t k = hp->n_expert_used, ffm = hp->n_ff_exp > hp->n_ff_shexp ? hp->n_ff_exp : hp->n_ff_shexp;
+    const size_t ngu = (size_t)(T > (int32_t)k ? T : (int32_t)k) * 2 * hp->n_ff_exp;
 #define MOE_TAKE(field, count, elt)                                                                               \
     do {                                                                                                          \
         s->field = base ? (void *)(base + off) : NULL;                                                            \
@@ -109,11 +111,13 @@ static size_t moe_carve(const moe_hparams *hp, int64_t E, int32_t T, char *base,
     MOE_TAKE(count, (size_t)hp->n_expert + 1, sizeof(int32_t));
     MOE_TAKE(rows, (size_t)T * k, sizeof(int32_t));
     MOE_TAKE(xg, (size_t)T * E, sizeof(float));
-    MOE_TAKE(gu, (size_t)T * 2 * ffm, sizeof(float));
+    MOE_TAKE(gu, ngu, sizeof(float));
     MOE_TAKE(act, (size_t)T * ffm, sizeof(float));
     MOE_TAKE(dn, (size_t)T * E, sizeof(float));
     MOE_TAKE(slot, (size_t)T * k * E, sizeof(float));
     MOE_TAKE(sh_gate, (size_t)T, sizeof(float));
+    MOE_TAKE(sh_g, (size_t)T * hp->n_ff_shexp, sizeof(float));
+    MOE_TAKE(sh_u, (size_t)T * hp->n_ff_shexp, sizeof(float));
 #undef MOE_TAKE
     return off;
 }
@@ -155,20 +159,9 @@ static void moe_route(const float *p, int32_t n, int32_t k, int32_t *sel, float 
     for (int32_t j = 0; j < k; j++) wt[j] /= s;
 }
 
-/* y [T][n_embd] = W_down·SwiGLU(W_gate·x, W_up·x) for x [T][n_embd]; gate/up either one merged matrix (gate_up,
- * gate rows first) or two. */
-static void moe_swiglu(bd_threadpool *tp, const bd_weight *gate_up, const bd_weight *gate, const bd_weight *up,
-                       const bd_weight *down, const float *x, int32_t T, moe_scratch *s, float *y, void *wbuf) {
-    const int64_t ff = down->n_in;
-    if (gate_up) {
-        blk_matmul(tp, gate_up, x, T, s->gu, wbuf); /* [T][gate ff ‖ up ff] */
-        bd_swiglu_rows(tp, s->act, ff, s->gu, 2 * ff, s->gu + ff, 2 * ff, ff, T);
-    } else {
-        blk_matmul(tp, gate, x, T, s->gu, wbuf);                       /* [T][ff] */
-        blk_matmul(tp, up, x, T, s->gu + (size_t)T * ff, wbuf);        /* [T][ff] */
-        bd_swiglu_rows(tp, s->act, ff, s->gu, ff, s->gu + (size_t)T * ff, ff, ff, T);
-    }
-    blk_matmul(tp, down, s->act, T, y, wbuf);
+/* SwiGLU of n rows, on the pool only when there is enough of it to split (the bits do not depend on it). */
+static void moe_act(bd_threadpool *tp, float *y, const float *g, const float *u, int64_t ld, int64_t ff, int32_t n) {
+    bd_swiglu_rows((int64_t)n * ff >= 4096 ? tp : NULL, y, ff, g, ld, u, ld, ff, n);
 }
 
 void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, const float *u, int64_t E, int32_t T,
@@ -176,46 +169,88 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
     moe_scratch s;
     moe_carve(hp, E, T, scratch, &s);
     const int32_t ne = (int32_t)hp->n_expert, k = (int32_t)hp->n_expert_used;
+    const int64_t ff = hp->n_ff_exp, fs = hp->n_ff_shexp;
+    const int merged = w->gate_up.data != NULL;
 
-    /* Routing: p = softmax(W_router·u) per row, top-k, renormalized weights. */
-    blk_matmul(tp, &w->router, u, T, s.probs, wbuf);
+    /* Everything that reads u alone, in one dispatch: the router, the shared expert's scalar gate, gate, up. */
+    blk_matmul_multi(tp, (const bd_weight *[]){&w->router, &w->sh_gate_inp, &w->sh_gate, &w->sh_up},
+                     (float *[]){s.probs, s.sh_gate, s.sh_g, s.sh_u}, 4, u, T, wbuf);
+
+    /* Routing: p = softmax(router logits) per row, top-k, renormalized weights. */
     for (int32_t t = 0; t < T; t++) {
         float *p = s.probs + (size_t)t * ne;
         bd_softmax(p, p, ne);
         moe_route(p, ne, k, s.sel + (size_t)t * k, s.wt + (size_t)t * k);
     }
 
-    /* Group the (row, slot) pairs by expert (counting sort, rows ascending within an expert). */
-    memset(s.count, 0, ((size_t)ne + 1) * sizeof(int32_t));
-    for (int32_t i = 0; i < T * k; i++) s.count[s.sel[i] + 1]++;
-    for (int32_t e = 0; e < ne; e++) s.count[e + 1] += s.count[e]; /* count[e] = first index of expert e */
-    for (int32_t i = 0; i < T * k; i++) s.rows[s.count[s.sel[i]]++] = i; /* count[e] -> end of expert e */
-
-    /* Each chosen expert once, over its gathered rows; each output row weighted into its slot. */
-    for (int32_t e = 0, begin = 0; e < ne; e++) {
-        const int32_t end = s.count[e], n = end - begin;
-        if (n > 0) {
-            for (int32_t i = 0; i < n; i++)
-                memcpy(s.xg + (size_t)i * E, u + (size_t)(s.rows[begin + i] / k) * E, (size_t)E * sizeof(float));
-            bd_weight gu = w->gate_up.data ? moe_expert(&w->gate_up, e) : (bd_weight){0};
-            bd_weight g = w->gate_up.data ? (bd_weight){0} : moe_expert(&w->gate, e);
-            bd_weight up = w->gate_up.data ? (bd_weight){0} : moe_expert(&w->up, e);
-            bd_weight dn = moe_expert(&w->down, e);
-            moe_swiglu(tp, w->gate_up.data ? &gu : NULL, &g, &up, &dn, s.xg, n, &s, s.dn, wbuf);
-            for (int32_t i = 0; i < n; i++) {
-                const int32_t slot = s.rows[begin + i];
-                const float wt = s.wt[slot];
-                const float *d = s.dn + (size_t)i * E;
-                float *o = s.slot + (size_t)slot * E;
-                for (int64_t c = 0; c < E; c++) o[c] = d[c] * wt;
+    if (T == 1) {
+        /* Decode: every chosen expert reads the same row, so their gate/up products share dispatches (up to
+         * 8 products each), one gate ‖ up block per slot. */
+        const bd_weight *ws[8];
+        float *ys[8];
+        bd_weight views[8];
+        int n = 0;
+        for (int32_t j = 0; j < k; j++) {
+            float *g = s.gu + (size_t)j * 2 * ff;
+            if (merged) {
+                views[n] = moe_expert(&w->gate_up, s.sel[j]), ws[n] = &views[n], ys[n] = g, n++;
+            } else {
+                views[n] = moe_expert(&w->gate, s.sel[j]), ws[n] = &views[n], ys[n] = g, n++;
+                views[n] = moe_expert(&w->up, s.sel[j]), ws[n] = &views[n], ys[n] = g + ff, n++;
+            }
+            if (n + 2 > 8 || j == k - 1) {
+                blk_matmul_multi(tp, ws, ys, n, u, 1, wbuf);
+                n = 0;
             }
         }
-        begin = end;
+        for (int32_t j = 0; j < k; j++) {
+            const float *g = s.gu + (size_t)j * 2 * ff;
+            moe_act(tp, s.act, g, g + ff, 2 * ff, ff, 1);
+            bd_weight dn = moe_expert(&w->down, s.sel[j]);
+            blk_matmul(tp, &dn, s.act, 1, s.dn, wbuf);
+            float *o = s.slot + (size_t)j * E;
+            for (int64_t c = 0; c < E; c++) o[c] = s.dn[c] * s.wt[j];
+        }
+    } else {
+        /* Group the (row, slot) pairs by expert (counting sort, rows ascending within an expert). */
+        memset(s.count, 0, ((size_t)ne + 1) * sizeof(int32_t));
+        for (int32_t i = 0; i < T * k; i++) s.count[s.sel[i] + 1]++;
+        for (int32_t e = 0; e < ne; e++) s.count[e + 1] += s.count[e]; /* count[e] = first index of expert e */
+        for (int32_t i = 0; i < T * k; i++) s.rows[s.count[s.sel[i]]++] = i; /* count[e] -> end of expert e */
+
+        /* Each chosen expert once, over its gathered rows; each output row weighted into its slot. */
+        for (int32_t e = 0, begin = 0; e < ne; e++) {
+            const int32_t end = s.count[e], n = end - begin;
+            if (n > 0) {
+                for (int32_t i = 0; i < n; i++)
+                    memcpy(s.xg + (size_t)i * E, u + (size_t)(s.rows[begin + i] / k) * E, (size_t)E * sizeof(float));
+                if (merged) { /* [n][gate ff ‖ up ff] */
+                    bd_weight gu = moe_expert(&w->gate_up, e);
+                    blk_matmul(tp, &gu, s.xg, n, s.gu, wbuf);
+                    moe_act(tp, s.act, s.gu, s.gu + ff, 2 * ff, ff, n);
+                } else { /* [n][ff] gate, then [n][ff] up */
+                    bd_weight g = moe_expert(&w->gate, e), up = moe_expert(&w->up, e);
+                    blk_matmul_multi(tp, (const bd_weight *[]){&g, &up}, (float *[]){s.gu, s.gu + (size_t)n * ff}, 2,
+                                     s.xg, n, wbuf);
+                    moe_act(tp, s.act, s.gu, s.gu + (size_t)n * ff, ff, ff, n);
+                }
+                bd_weight dn = moe_expert(&w->down, e);
+                blk_matmul(tp, &dn, s.act, n, s.dn, wbuf);
+                for (int32_t i = 0; i < n; i++) {
+                    const int32_t slot = s.rows[begin + i];
+                    const float wt = s.wt[slot];
+                    const float *d = s.dn + (size_t)i * E;
+                    float *o = s.slot + (size_t)slot * E;
+                    for (int64_t c = 0; c < E; c++) o[c] = d[c] * wt;
+                }
+            }
+            begin = end;
+        }
     }
 
     /* The shared expert, gated by sigmoid(w_sh·u) (one scalar per row). */
-    moe_swiglu(tp, NULL, &w->sh_gate, &w->sh_up, &w->sh_down, u, T, &s, out, wbuf);
-    blk_matmul(tp, &w->sh_gate_inp, u, T, s.sh_gate, wbuf);
+    moe_act(tp, s.act, s.sh_g, s.sh_u, fs, fs, T);
+    blk_matmul(tp, &w->sh_down, s.act, T, out, wbuf);
     bd_sigmoid(s.sh_gate, s.sh_gate, T);
 
     /* out = ((slot 0 + slot 1) + ...) + shared·gate, ggml's association. */

@@ -6,7 +6,9 @@
  *     FFN(x) = Σ_{e∈E, in descending p} w_e·SwiGLU_e(x) + sigmoid(w_sh·x)·SwiGLU_sh(x)
  *
  * Each expert runs once per ubatch, as one matrix product over the rows routed to it (gathered), so a prompt
- * reads each expert's weights at most once and a decode step reads only the n_expert_used chosen ones. The
+ * reads each expert's weights at most once and a decode step reads only the n_expert_used chosen ones. Products
+ * that read the same rows share a dispatch (blk_matmul_multi: the router with the shared expert's gate, up and
+ * scalar gate; in a decode step the gate/up of all chosen experts), with the bits of separate products. The
  * forward pass never allocates: its buffers come from a scratch block sized by moe_scratch_size at context
  * creation. */
 #ifndef BRAID_MODELS_MOE_H
