@@ -489,10 +489,13 @@ static void test_memory(const char *path, const shape *s) {
 /* ---- quantized weights ------------------------------------------------------------------------------------- */
 
 /* Quantized weights. Activations are quantized before each product (Q8_0 / Q8_K, as ggml does), which is
- * discontinuous: a float-rounding difference upstream (~1e-6) flips a rounding now and then and moves a logit
- * by a quantization step, and such flips compound through the layers. So the two engines cannot agree to
- * rounding; the baseline printed next to braid's figures is llama.cpp against itself (one prefill batch vs
- * token by token), which differs for the same reason. */
+ * discontinuous: a float-rounding difference upstream flips a rounding now and then, moves a logit by a
+ * quantization step, and such flips compound through the layers. braid therefore follows ggml's float order
+ * (tensor/dot.h and the ops), so on this CPU the logits are expected to be bit-identical to llama.cpp's prefill
+ * (the "bit-identical rows" figure). The checks are issue 5's: top-1 agreement >= 99% over all positions and
+ * greedy continuations identical for >= 32 tokens on at least 3 prompts in 4 (on a CPU where llama.cpp loads
+ * another ggml variant its float order differs and only these looser figures can be expected). The baseline
+ * printed next to braid's is llama.cpp against itself (one prefill batch vs token by token). */
 static void test_quant(const char *path, const char *tname) {
     braid_model *m = NULL;
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
@@ -504,9 +507,9 @@ static void test_quant(const char *path, const char *tname) {
         braid_model_free(m);
         return;
     }
-    enum { N = 48, P = 4, G = 48 };
+    enum { N = 48, P = 8, G = 48 };
     cmp ct = {0}, cself = {0};
-    int total_same = 0, min_same = G, full = 0, ge32 = 0;
+    int total_same = 0, min_same = G, full = 0, ge32 = 0, exact = 0;
     for (int pr = 0; pr < P; pr++) {
         braid_token toks[N];
         rand_tokens(toks, N, V, 100 + pr);
@@ -528,6 +531,7 @@ static void test_quant(const char *path, const char *tname) {
         CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
         for (int i = 0; i < N && ref; i++) {
             cmp_row(&ct, got + (size_t)i * V, ref + (size_t)i * V, V);
+            exact += memcmp(got + (size_t)i * V, ref + (size_t)i * V, (size_t)V * sizeof(float)) == 0;
             cmp_row(&cself, tbt + (size_t)i * V, ref + (size_t)i * V, V);
         }
         bd_free(ref);
@@ -547,17 +551,16 @@ static void test_quant(const char *path, const char *tname) {
         bd_free(got);
         braid_context_free(c);
     }
-    printf("  %-5s braid vs llama.cpp: top-1 %d/%d (%.1f%%), max rel %.3e | llama.cpp vs itself (token by token vs "
-           "prefill): top-1 %d/%d (%.1f%%), max rel %.3e\n",
-           tname, ct.top1_equal, ct.rows, 100.0 * ct.top1_equal / (ct.rows ? ct.rows : 1), ct.max_rel,
+    printf("  %-5s braid vs llama.cpp: top-1 %d/%d (%.1f%%), max rel %.3e, bit-identical rows %d/%d | llama.cpp vs "
+           "itself (token by token vs prefill): top-1 %d/%d (%.1f%%), max rel %.3e\n",
+           tname, ct.top1_equal, ct.rows, 100.0 * ct.top1_equal / (ct.rows ? ct.rows : 1), ct.max_rel, exact, ct.rows,
            cself.top1_equal, cself.rows, 100.0 * cself.top1_equal / (cself.rows ? cself.rows : 1), cself.max_rel);
     printf("        greedy %d tokens after %d prompts: identical for min %d, mean %.1f tokens; >= 32 on %d of %d; all %d "
            "on %d\n",
            G, P, min_same, (double)total_same / P, ge32, P, G, full);
-    /* A wrong dequantization or dot product gives near-random agreement; the flips above cost a few percent. */
-    CHECK(ct.top1_equal * 100 >= ct.rows * 85, "%s top-1 agreement %d/%d", tname, ct.top1_equal, ct.rows);
-    CHECK(ct.max_rel < 0.25, "%s max rel %.3e", tname, ct.max_rel);
-    CHECK(total_same >= P * 2, "%s greedy agreement mean %.1f", tname, (double)total_same / P);
+    CHECK(ct.top1_equal * 100 >= ct.rows * 99, "%s top-1 agreement %d/%d (< 99%%)", tname, ct.top1_equal, ct.rows);
+    CHECK(ct.max_rel < 0.05, "%s max rel %.3e", tname, ct.max_rel);
+    CHECK(ge32 * 4 >= P * 3, "%s greedy: identical >= 32 tokens on only %d of %d prompts", tname, ge32, P);
     CHECK_STATUS(oracle_stop(o), BRAID_OK);
     braid_model_free(m);
 }
