@@ -32,6 +32,14 @@ GEMMQ_INLINE void gemmq_hsum16(const __m512 v[8], float out[16]) {
     const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     _mm512_storeu_ps(out, _mm512_permutexvar_ps(idx, f));
 }
+
+/* Prefetches into L2 part i of n of the bytes [p, p + len). Called at each of the n steps of the loop over a
+ * block of weight rows, with the next block's rows, it spreads that block's reads from memory over this
+ * block's arithmetic (preparing a block otherwise stalls on them: ~4% of a prompt). */
+static inline void gemmq_prefetch_part(const uint8_t *p, size_t len, int64_t i, int64_t n) {
+    const size_t lo = len * (size_t)i / (size_t)n, hi = len * (size_t)(i + 1) / (size_t)n;
+    for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)(p + o), _MM_HINT_T1);
+}
 #endif
 
 #endif

@@ -313,7 +313,9 @@ static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, con
         for (int64_t rs = r0; rs < r1; rs += rb) {
             const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
             k_prep(wtype, W + (size_t)rs * wrow, wrow, NB, nr, wp, wrec);
+            const int64_t next = r1 - (rs + nr) < rb ? r1 - (rs + nr) : rb;
             for (int64_t g = g0; g < g1; g++) {
+                gemmq_prefetch_part(W + (size_t)(rs + nr) * wrow, (size_t)next * wrow, g - g0, g1 - g0);
                 const int64_t npairs = (T - g * BD_GEMMQ_GROUP + 1) / 2 < K_PAIRS ? (T - g * BD_GEMMQ_GROUP + 1) / 2
                                                                                   : K_PAIRS;
                 for (int64_t p = 0; p < npairs; p += K_TP) {

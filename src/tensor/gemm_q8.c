@@ -172,8 +172,10 @@ static void q8_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, co
         for (int64_t rs = r0; rs < r1; rs += rb) {
             const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
             q8_prep(wtype, W + (size_t)rs * wrow, wrow, B, nr, wp, dw);
+            const int64_t next = r1 - (rs + nr) < rb ? r1 - (rs + nr) : rb, steps = (p1 - p0 + Q8_TP - 1) / Q8_TP;
             for (int64_t p = p0; p < p1; p += Q8_TP) {
                 const int np = (int)(p1 - p < Q8_TP ? p1 - p : Q8_TP);
+                gemmq_prefetch_part(W + (size_t)(rs + nr) * wrow, (size_t)next * wrow, (p - p0) / Q8_TP, steps);
                 const uint8_t *ap = (const uint8_t *)packed + (size_t)p * aps;
                 for (int64_t r = 0; r < nr; r += Q8_TR) {
                     const int R = (int)(nr - r < Q8_TR ? nr - r : Q8_TR);
