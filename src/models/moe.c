@@ -9,7 +9,9 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "models/blocks.h"
+#include "tensor/dot.h"
 #include "tensor/ops.h"
+#include "tensor/tap.h"
 
 #define MOE_MAX_EXPERTS 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
 
@@ -159,22 +161,75 @@ static void moe_route(const float *p, int32_t n, int32_t k, int32_t *sel, float 
     for (int32_t j = 0; j < k; j++) wt[j] /= s;
 }
 
+/* The router and the shared expert's scalar gate are F32 matrices in real files (llama.cpp's quantizer leaves
+ * ffn_gate_inp* in F32), and F32 products are where bd_matmul's order may differ from ggml's: ggml's CPU backend
+ * takes llamafile's tinyBLAS only for T >= 2 rows, N % 4 == 0 and K % 16 == 0, and otherwise one
+ * ggml_vec_dot_f32 per output (a decode step; the one-row shared gate always). Those cases go through the F32
+ * vec_dot of tensor/dot.h, which has ggml's order, so routing sees llama.cpp's bits; the rest is blk_matmul. */
+typedef struct moe_gate_job {
+    const bd_weight *w[2]; /* F32, [N][K] each */
+    float *y[2];           /* [T][N] each */
+    const float *x;        /* [T][K] */
+    int32_t T;
+} moe_gate_job;
+
+static void moe_gate_task(void *arg, int ith, int nth) {
+    const moe_gate_job *j = arg;
+    const bd_vec_dot_fn dot = bd_dot_traits_get(BRAID_TYPE_F32)->vec_dot;
+    const int64_t n0 = j->w[0]->n_out, K = j->w[0]->n_in;
+    int64_t r0, r1;
+    bd_split(n0 + j->w[1]->n_out, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const int i = r >= n0;
+        const int64_t n = r - (i ? n0 : 0), N = j->w[i]->n_out;
+        const void *row = bd_weight_row(j->w[i], n);
+        for (int32_t t = 0; t < j->T; t++) dot(K, j->y[i] + (size_t)t * N + n, row, j->x + (size_t)t * K);
+    }
+}
+
+static int moe_ggml_vec_dot_order(const bd_weight *w, int32_t T) {
+    return w->type == BRAID_TYPE_F32 && (T < 2 || w->n_out % 4 != 0 || w->n_in % 16 != 0);
+}
+
+/* router [T][n_expert] and scalar gate [T][1] of u, each in ggml's order (above); one dispatch when both take
+ * the vec_dot. */
+static void moe_gates(bd_threadpool *tp, const moe_weights *w, const float *u, int32_t T, float *router,
+                      float *gate, void *wbuf) {
+    const int vr = moe_ggml_vec_dot_order(&w->router, T), vg = moe_ggml_vec_dot_order(&w->sh_gate_inp, T);
+    if (vr && vg) {
+        moe_gate_job j = {{&w->router, &w->sh_gate_inp}, {router, gate}, u, T};
+        bd_threadpool_run(tp, moe_gate_task, &j);
+        return;
+    }
+    const bd_weight *ws[2] = {&w->router, &w->sh_gate_inp};
+    float *ys[2] = {router, gate};
+    for (int i = 0; i < 2; i++) {
+        if (moe_ggml_vec_dot_order(ws[i], T)) {
+            static const bd_weight none = {.n_out = 0};
+            moe_gate_job j = {{ws[i], &none}, {ys[i], NULL}, u, T};
+            bd_threadpool_run(tp, moe_gate_task, &j);
+        } else {
+            blk_matmul(tp, ws[i], u, T, ys[i], wbuf);
+        }
+    }
+}
+
 /* SwiGLU of n rows, on the pool only when there is enough of it to split (the bits do not depend on it). */
 static void moe_act(bd_threadpool *tp, float *y, const float *g, const float *u, int64_t ld, int64_t ff, int32_t n) {
     bd_swiglu_rows((int64_t)n * ff >= 4096 ? tp : NULL, y, ff, g, ld, u, ld, ff, n);
 }
 
 void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, const float *u, int64_t E, int32_t T,
-             float *out, void *scratch, void *wbuf) {
+             float *out, void *scratch, void *wbuf, int il) {
     moe_scratch s;
     moe_carve(hp, E, T, scratch, &s);
     const int32_t ne = (int32_t)hp->n_expert, k = (int32_t)hp->n_expert_used;
     const int64_t ff = hp->n_ff_exp, fs = hp->n_ff_shexp;
     const int merged = w->gate_up.data != NULL;
 
-    /* Everything that reads u alone, in one dispatch: the router, the shared expert's scalar gate, gate, up. */
-    blk_matmul_multi(tp, (const bd_weight *[]){&w->router, &w->sh_gate_inp, &w->sh_gate, &w->sh_up},
-                     (float *[]){s.probs, s.sh_gate, s.sh_g, s.sh_u}, 4, u, T, wbuf);
+    /* What reads u alone: the router and the shared expert's scalar gate, then its gate and up (one dispatch). */
+    moe_gates(tp, w, u, T, s.probs, s.sh_gate, wbuf);
+    blk_matmul_multi(tp, (const bd_weight *[]){&w->sh_gate, &w->sh_up}, (float *[]){s.sh_g, s.sh_u}, 2, u, T, wbuf);
 
     /* Routing: p = softmax(router logits) per row, top-k, renormalized weights. */
     for (int32_t t = 0; t < T; t++) {
@@ -182,6 +237,8 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
         bd_softmax(p, p, ne);
         moe_route(p, ne, k, s.sel + (size_t)t * k, s.wt + (size_t)t * k);
     }
+    bd_tap("ffn_moe_probs", il, s.probs, ne, T, ne);
+    bd_tap("ffn_moe_weights_norm", il, s.wt, k, T, k);
 
     if (T == 1) {
         /* Decode: every chosen expert reads the same row, so their gate/up products share dispatches (up to
@@ -248,10 +305,15 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
         }
     }
 
+    bd_tap("ffn_moe_weighted", il, s.slot, k * E, T, k * E);
+
     /* The shared expert, gated by sigmoid(w_sh·u) (one scalar per row). */
     moe_act(tp, s.act, s.sh_g, s.sh_u, fs, fs, T);
     blk_matmul(tp, &w->sh_down, s.act, T, out, wbuf);
+    bd_tap("shared_expert_gate", il, s.sh_gate, 1, T, 1);
     bd_sigmoid(s.sh_gate, s.sh_gate, T);
+    bd_tap("ffn_shexp", il, out, E, T, E);
+    bd_tap("shared_expert_gate_sigmoid", il, s.sh_gate, 1, T, 1);
 
     /* out = ((slot 0 + slot 1) + ...) + shared·gate, ggml's association. */
     for (int32_t t = 0; t < T; t++) {

@@ -54,8 +54,8 @@ size_t moe_scratch_size(const moe_hparams *hp, int64_t n_embd, int32_t T);
 size_t moe_wsize(const moe_weights *w, int32_t T);
 
 /* out [T][n_embd] = FFN(u [T][n_embd]) as above. scratch: moe_scratch_size bytes, 64-byte aligned; wbuf:
- * moe_wsize bytes. out must not overlap u. */
+ * moe_wsize bytes. out must not overlap u. il: the layer, for tensor/tap.h's intermediates. */
 void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, const float *u, int64_t n_embd,
-             int32_t T, float *out, void *scratch, void *wbuf);
+             int32_t T, float *out, void *scratch, void *wbuf, int il);
 
 #endif

@@ -705,7 +705,7 @@ static void qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool
             bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->post_norm.data, E, hp->eps);
         bd_tap("attn_post_norm", (int)il, s.u, E, T, E);
         if (m->variant == QW_QWEN35) qw_ffn(L, (int)il, &s, tp, T, s.f);
-        else moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf);
+        else moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf, (int)il);
         bd_tap("ffn_out", (int)il, s.f, E, T, E);
         for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += s.f[i];
         bd_tap("l_out", (int)il, s.x, E, T, E);

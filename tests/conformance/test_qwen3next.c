@@ -346,10 +346,12 @@ static void test_memory(const char *path, const model_case *mc) {
 
 /* ---- quantized weights --------------------------------------------------------------------------------------- */
 
-/* Activations are quantized before each product (as ggml does), which is discontinuous: a float-order difference
- * upstream flips a rounding now and then, and MoE routing adds its own flips (a near tie picks another expert).
- * So this checks top-1 agreement and greedy continuations, next to llama.cpp's agreement with itself (one
- * prefill vs token by token), which moves for the same reasons. */
+/* Activations are quantized before each product (as ggml does), which is discontinuous: any float-order
+ * difference upstream flips a rounding now and then, and MoE routing adds its own flips (a near tie picks
+ * another expert). braid follows ggml's float order (design contract; the F32 router and shared gate take
+ * ggml's vec_dot where ggml does), so the logits are expected to be llama.cpp's bits; the checks ask for the
+ * session's goal (top-1 >= 99%, greedy continuations identical for >= 32 tokens on average) and print llama.cpp's
+ * agreement with itself (one prefill vs token by token) beside. */
 static void test_quant(const char *path, const char *label) {
     braid_model *m = NULL;
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
@@ -404,8 +406,8 @@ static void test_quant(const char *path, const char *label) {
            "%.3e | greedy %d after %d prompts: identical for min %d, mean %.1f\n",
            label, ct.top1_equal, ct.rows, ct.max_rel, cself.top1_equal, cself.rows, cself.max_rel, G, P, min_same,
            (double)total_same / P);
-    CHECK(ct.rows == N * P && ct.top1_equal * 100 >= ct.rows * 85, "%s top-1 %d/%d", label, ct.top1_equal, ct.rows);
-    CHECK(total_same >= P * 2, "%s greedy agreement mean %.1f", label, (double)total_same / P);
+    CHECK(ct.rows == N * P && ct.top1_equal * 100 >= ct.rows * 99, "%s top-1 %d/%d", label, ct.top1_equal, ct.rows);
+    CHECK(total_same >= P * 32, "%s greedy agreement mean %.1f", label, (double)total_same / P);
     CHECK_STATUS(oracle_stop(o), BRAID_OK);
     braid_model_free(m);
 }

@@ -149,7 +149,7 @@ static void ref_moe(const layer *L, const float *x, double *out) {
 static void run(bd_threadpool *tp, const layer *L, const moe_hparams *hp, const float *x, int T, float *out) {
     void *scratch = bd_malloc(moe_scratch_size(hp, E, T) + 64);
     void *wbuf = bd_malloc(moe_wsize(&L->w, T) + 64);
-    moe_ffn(tp, hp, &L->w, x, E, T, out, (void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), wbuf);
+    moe_ffn(tp, hp, &L->w, x, E, T, out, (void *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), wbuf, 0);
     bd_free(scratch);
     bd_free(wbuf);
 }
