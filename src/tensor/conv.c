@@ -2,7 +2,8 @@
  * §3.3): GDN and Mamba2 on the in-projection (then silu), LFM2's short convolution (no activation).
  *
  * Each channel sums w[c][m]·in[t-(L-1)+m] for m = 0..L-1 in that order starting from 0 (ggml_ssm_conv), then
- * adds the bias and applies silu. The vector paths do 16 (AVX-512) or 8 (AVX2) channels at a time, keeping
+ * adds the bias and applies silu, each product fused as ggml's build does; silu uses ggml's vector expf for the
+ * first C & ~15 channels and libm's for the rest, as ggml_vec_silu_f32 over a row of C. The vector paths do 16 (AVX-512) or 8 (AVX2) channels at a time, keeping
  * the channels' last L-1 inputs in a small window, so x is read row by row; threads take blocks of channels. */
 #include <assert.h>
 #include <math.h>
@@ -36,10 +37,10 @@ static void conv_scalar(const conv_job *j, int64_t c0, int64_t c1) {
         for (int64_t t = 0; t < j->T; t++) {
             const float xv = j->x[t * j->ldx + c];
             float s = 0.0f;
-            for (int m = 0; m < L - 1; m++) s += w[m] * win[m];
-            s += w[L - 1] * xv;
+            for (int m = 0; m < L - 1; m++) s = fmaf(w[m], win[m], s);
+            s = fmaf(w[L - 1], xv, s);
             if (j->bias) s += j->bias[c];
-            j->y[t * j->ldy + c] = j->silu ? silu1(s) : s;
+            j->y[t * j->ldy + c] = !j->silu ? s : c < (j->C & ~(int64_t)15) ? s / (1.0f + bd_exp_ggml(-s)) : silu1(s);
             for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
             if (L > 1) win[L - 2] = xv;
             if (j->snap && j->snap[t])
@@ -73,8 +74,10 @@ BD_TARGET_AVX512 static void conv_avx512(const conv_job *j, int64_t c0, int64_t 
             for (int m = 0; m < L - 1; m++) s = _mm512_fmadd_ps(wv[m], win[m], s);
             s = _mm512_fmadd_ps(wv[L - 1], xv, s);
             if (j->bias) s = _mm512_add_ps(s, bv);
-            if (j->silu) s = _mm512_div_ps(s, _mm512_add_ps(one, bd_exp512(_mm512_sub_ps(_mm512_setzero_ps(), s))));
+            if (j->silu && nc == 16) s = _mm512_div_ps(s, _mm512_add_ps(one, bd_exp512(_mm512_sub_ps(_mm512_setzero_ps(), s))));
             _mm512_mask_storeu_ps(j->y + t * j->ldy + cb, mk, s);
+            if (j->silu && nc < 16) /* the last C % 16 channels: libm's expf, as ggml's vec_silu tail */
+                for (int l = 0; l < nc; l++) j->y[t * j->ldy + cb + l] = silu1(j->y[t * j->ldy + cb + l]);
             for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
             if (L > 1) win[L - 2] = xv;
             if (j->snap && j->snap[t]) {
@@ -111,8 +114,12 @@ BD_TARGET_AVX2 static void conv_avx2(const conv_job *j, int64_t c0, int64_t c1) 
             for (int m = 0; m < L - 1; m++) s = _mm256_fmadd_ps(wv[m], win[m], s);
             s = _mm256_fmadd_ps(wv[L - 1], xv, s);
             if (j->bias) s = _mm256_add_ps(s, bv);
-            if (j->silu) s = _mm256_div_ps(s, _mm256_add_ps(one, bd_exp256(_mm256_sub_ps(_mm256_setzero_ps(), s))));
+            const int vec_silu = cb + 8 <= (j->C & ~(int64_t)15); /* ggml: vector expf, then libm for C % 16 */
+            if (j->silu && vec_silu)
+                s = _mm256_div_ps(s, _mm256_add_ps(one, bd_exp256(_mm256_sub_ps(_mm256_setzero_ps(), s))));
             _mm256_storeu_ps(j->y + t * j->ldy + cb, s);
+            if (j->silu && !vec_silu)
+                for (int l = 0; l < 8; l++) j->y[t * j->ldy + cb + l] = silu1(j->y[t * j->ldy + cb + l]);
             for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
             if (L > 1) win[L - 2] = xv;
             if (j->snap && j->snap[t]) {

@@ -59,8 +59,9 @@ void bd_rope_apply(const bd_rope *r, const float *cache, float *x, int64_t n_hea
             const int i0 = r->mode == BD_ROPE_NORM ? 2 * k : k;
             const float c = cache[2 * k], s = cache[2 * k + 1];
             const float x0 = xh[i0], x1 = xh[i0 + stride];
-            xh[i0] = x0 * c - x1 * s;
-            xh[i0 + stride] = x0 * s + x1 * c;
+            /* ggml's rounding (its compiler fuses one product of each): x0·c − (x1·s), x0·s + (x1·c) */
+            xh[i0] = fmaf(x0, c, -(x1 * s));
+            xh[i0 + stride] = fmaf(x0, s, x1 * c);
         }
     }
 }
