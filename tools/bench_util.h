@@ -4,7 +4,8 @@
  *     only) and generation (n_gen single-token decodes from an empty context), in tokens per second, with
  *     random tokens as llama-bench uses, after one short warm-up;
  *   - the memory bandwidth: a streaming read of a buffer much larger than the last-level cache, split over the
- *     same number of threads as the inference;
+ *     same number of threads as the inference, the best of a portable loop and the widest-vector loop with and
+ *     without software prefetch;
  *   - the weight bytes one generated token reads: every weight tensor once, except the token embedding, of
  *     which one row is read (unless it doubles as the output matrix, i.e. there is no output.weight).
  * The decode roofline is bandwidth / weight bytes per token: the generation speed if nothing but the weights
@@ -73,28 +74,82 @@ static inline double bench_loadavg(void) {
 typedef struct {
     const uint64_t *p;
     size_t n;
+    int loop; /* which read loop (bench_bw_read) */
     uint64_t sum;
 } bench_bw_slice;
 
-static void *bench_bw_worker(void *arg) {
-    bench_bw_slice *s = arg;
-    /* Four independent accumulators keep the loop load-bound rather than add-latency-bound; the compiler
-     * vectorizes it. The sum is kept so the reads cannot be optimized away. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define BENCH_BW_X86 1
+/* 256 bytes per step in 4 independent 512-bit accumulators; with pf, a software prefetch 4 KiB ahead as well
+ * (the decode kernels prefetch, so the roofline's read must be allowed to as well). */
+__attribute__((target("avx512f"))) static uint64_t bench_bw_read512(const uint64_t *p, size_t n, int pf) {
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        if (pf) _mm_prefetch((const char *)(p + i) + 4096, _MM_HINT_T0);
+        a = _mm512_add_epi64(a, _mm512_loadu_si512(p + i));
+        b = _mm512_add_epi64(b, _mm512_loadu_si512(p + i + 8));
+        c = _mm512_add_epi64(c, _mm512_loadu_si512(p + i + 16));
+        d = _mm512_add_epi64(d, _mm512_loadu_si512(p + i + 24));
+    }
+    uint64_t s = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
+    for (; i < n; i++) s += p[i];
+    return s;
+}
+__attribute__((target("avx2"))) static uint64_t bench_bw_read256(const uint64_t *p, size_t n, int pf) {
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        if (pf) _mm_prefetch((const char *)(p + i) + 4096, _MM_HINT_T0);
+        a = _mm256_add_epi64(a, _mm256_loadu_si256((const __m256i *)(p + i)));
+        b = _mm256_add_epi64(b, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
+        c = _mm256_add_epi64(c, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
+        d = _mm256_add_epi64(d, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
+    }
+    uint64_t t[4];
+    _mm256_storeu_si256((__m256i *)t, _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+    uint64_t s = t[0] + t[1] + t[2] + t[3];
+    for (; i < n; i++) s += p[i];
+    return s;
+}
+#else
+#define BENCH_BW_X86 0
+#endif
+
+/* Read loop `loop` over p[0..n): 0 portable (four accumulators, vectorized by the compiler to what the build
+ * targets), 1 and 2 the widest vectors the CPU has without and with software prefetch. */
+static uint64_t bench_bw_read(const uint64_t *p, size_t n, int loop) {
+#if BENCH_BW_X86
+    if (loop > 0) {
+        if (__builtin_cpu_supports("avx512f")) return bench_bw_read512(p, n, loop == 2);
+        if (__builtin_cpu_supports("avx2")) return bench_bw_read256(p, n, loop == 2);
+    }
+#endif
+    /* Four independent accumulators keep the loop load-bound rather than add-latency-bound. */
     uint64_t a = 0, b = 0, c = 0, d = 0;
     size_t i = 0;
-    for (; i + 4 <= s->n; i += 4) {
-        a += s->p[i];
-        b += s->p[i + 1];
-        c += s->p[i + 2];
-        d += s->p[i + 3];
+    for (; i + 4 <= n; i += 4) {
+        a += p[i];
+        b += p[i + 1];
+        c += p[i + 2];
+        d += p[i + 3];
     }
-    for (; i < s->n; i++) a += s->p[i];
-    s->sum = a + b + c + d;
+    for (; i < n; i++) a += p[i];
+    return a + b + c + d;
+}
+
+enum { BENCH_BW_LOOPS = 3 };
+
+static void *bench_bw_worker(void *arg) {
+    bench_bw_slice *s = arg;
+    s->sum = bench_bw_read(s->p, s->n, s->loop); /* kept, so the reads cannot be optimized away */
     return NULL;
 }
 
-/* Streaming-read bandwidth in bytes per second over `bytes` bytes with n_threads threads (best of reps
- * passes). Returns 0 if the buffer cannot be allocated. */
+/* Streaming-read bandwidth in bytes per second over `bytes` bytes with n_threads threads: the best pass of
+ * reps passes of each read loop (the fastest way this machine can read memory is the honest roofline
+ * denominator). Returns 0 if the buffer cannot be allocated. */
 static inline double bench_bandwidth(size_t bytes, int n_threads, int reps) {
     if (n_threads < 1) n_threads = 1;
     if (n_threads > 256) n_threads = 256;
@@ -106,12 +161,12 @@ static inline double bench_bandwidth(size_t bytes, int n_threads, int reps) {
     bench_bw_slice sl[256];
     double best = 0.0;
     uint64_t sink = 0;
-    for (int r = 0; r < reps; r++) {
+    for (int r = 0; r < reps * BENCH_BW_LOOPS; r++) {
         double t0 = bench_now();
         int started[256] = {0};
         for (int t = 0; t < n_threads; t++) {
             size_t lo = n * (size_t)t / (size_t)n_threads, hi = n * (size_t)(t + 1) / (size_t)n_threads;
-            sl[t] = (bench_bw_slice){buf + lo, hi - lo, 0};
+            sl[t] = (bench_bw_slice){buf + lo, hi - lo, r % BENCH_BW_LOOPS, 0};
         }
         for (int t = 1; t < n_threads; t++) started[t] = !pthread_create(&th[t], NULL, bench_bw_worker, &sl[t]);
         bench_bw_worker(&sl[0]);

@@ -607,12 +607,12 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
     bd_tap("beta_sigmoid", (int)(L - m->layers), beta, Hv, T, Hv);
     bd_tap("gate", (int)(L - m->layers), alpha, Hv, T, Hv);
 
-    /* Each sequence's states start from its committed ones. */
-    const size_t n_conv = (size_t)W * C, n_ssm = (size_t)S * S * Hv;
+    /* Each sequence's states start from its committed ones (the S×S states are read from there by bd_gdn_from
+     * rather than copied first). */
+    const size_t n_conv = (size_t)W * C;
     for (int32_t q = 0; q < b->n_seq; q++) {
         const size_t r = (size_t)L->slot * b->n_seq + q;
         if (mem->conv_out[r] != mem->conv_in[r]) memcpy(mem->conv_out[r], mem->conv_in[r], n_conv * sizeof(float));
-        if (mem->ssm_out[r] != mem->ssm_in[r]) memcpy(mem->ssm_out[r], mem->ssm_in[r], n_ssm * sizeof(float));
     }
 
     /* One run of consecutive rows of a sequence at a time: the causal depthwise conv over the sequence's
@@ -637,9 +637,12 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
             q3n_repeat_qk(y0, C, t1 - t0, S, Hk, grp, s->qk);
             q = s->qk, k = s->qk + hp->value_dim, ldqk = 2 * (int64_t)hp->value_dim, hk = Hv;
         }
-        bd_gdn(tp, t1 - t0, (int)hk, Hv, S, q, ldqk, k, ldqk, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
-               beta + (size_t)t0 * Hv, mem->ssm_out[r], s->o + (size_t)t0 * hp->value_dim, hp->value_dim,
-               mem->ssm_row ? mem->ssm_row + (size_t)L->slot * T + t0 : NULL);
+        int first = 1; /* the sequence's first run in this ubatch starts from its committed state */
+        for (int32_t t = 0; t < t0 && first; t++) first = b->seq[t] != b->seq[t0];
+        bd_gdn_from(tp, t1 - t0, (int)hk, Hv, S, q, ldqk, k, ldqk, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
+                    beta + (size_t)t0 * Hv, first ? mem->ssm_in[r] : mem->ssm_out[r], mem->ssm_out[r],
+                    s->o + (size_t)t0 * hp->value_dim, hp->value_dim,
+                    mem->ssm_row ? mem->ssm_row + (size_t)L->slot * T + t0 : NULL);
         t0 = t1;
     }
 

@@ -26,6 +26,7 @@ typedef struct gdn_job {
     int H_k, H_v, S;
     const float *q, *k, *v, *g, *beta;
     int64_t ldq, ldk, ldv, ldo;
+    const float *state_in; /* the state before the run: state itself, or a separate buffer read once */
     float *state, *o;
     float *const *snap;
 } gdn_job;
@@ -65,9 +66,10 @@ BD_TARGET_AVX512 static inline __attribute__((always_inline)) void gdn_rows_reg(
     const int S = 16 * NC;
     const int64_t kh = h % jb->H_k;
     float *M = jb->state + (size_t)h * S * S;
+    const float *Min = (t0 == 0 ? jb->state_in : jb->state) + (size_t)h * S * S;
     for (int j = 0; j < S; j++) {
         __m512 row[8];
-        for (int c = 0; c < NC; c++) row[c] = _mm512_loadu_ps(M + (int64_t)j * S + 16 * c);
+        for (int c = 0; c < NC; c++) row[c] = _mm512_loadu_ps(Min + (int64_t)j * S + 16 * c);
         for (int64_t t = t0; t < t0 + nt; t++) {
             const float *k = jb->k + t * jb->ldk + kh * S, *q = jb->q + t * jb->ldq + kh * S;
             const __m512 egv = _mm512_set1_ps(eg[t - t0]);
@@ -134,6 +136,7 @@ static void gdn_task(void *p, int ith, int nth) {
     for (int64_t h = h0; h < h1; h++) {
         const int64_t kh = h % j->H_k;
         float *M = j->state + (size_t)h * ss;
+        if (j->state_in != j->state) memcpy(M, j->state_in + (size_t)h * ss, ss * sizeof(float));
         for (int64_t t = 0; t < j->T; t++) {
             const float eg = expf(j->g[t * j->H_v + h]);
             gdn_head(M, S, eg, j->beta[t * j->H_v + h], j->k + t * j->ldk + kh * S, j->q + t * j->ldq + kh * S,
@@ -143,9 +146,19 @@ static void gdn_task(void *p, int ith, int nth) {
     }
 }
 
+void bd_gdn_from(bd_threadpool *tp, int64_t T, int H_k, int H_v, int S, const float *q, int64_t ldq, const float *k,
+                 int64_t ldk, const float *v, int64_t ldv, const float *g, const float *beta, const float *state_in,
+                 float *state, float *o, int64_t ldo, float *const *snap) {
+    if (T <= 0) {
+        if (state_in != state) memcpy(state, state_in, (size_t)H_v * S * S * sizeof(float));
+        return;
+    }
+    gdn_job j = {T, H_k, H_v, S, q, k, v, g, beta, ldq, ldk, ldv, ldo, state_in, state, o, snap};
+    bd_threadpool_run(H_v > 1 ? tp : NULL, gdn_task, &j);
+}
+
 void bd_gdn(bd_threadpool *tp, int64_t T, int H_k, int H_v, int S, const float *q, int64_t ldq, const float *k,
             int64_t ldk, const float *v, int64_t ldv, const float *g, const float *beta, float *state, float *o,
             int64_t ldo, float *const *snap) {
-    gdn_job j = {T, H_k, H_v, S, q, k, v, g, beta, ldq, ldk, ldv, ldo, state, o, snap};
-    bd_threadpool_run(H_v > 1 ? tp : NULL, gdn_task, &j);
+    bd_gdn_from(tp, T, H_k, H_v, S, q, ldq, k, ldk, v, ldv, g, beta, state, state, o, ldo, snap);
 }

@@ -360,7 +360,7 @@ GEMMQ_TARGET static void k_quantize_q8_K(const float *x, void *dst, int64_t k) {
         const float iscale = -127.f / max;
         const __m512 is = _mm512_set1_ps(iscale);
         for (int j = 0; j < BD_QK_K; j += 64) {
-            __m512i q8 = _mm512_setzero_si512();
+            __m128i part[4];
             for (int g = 0; g < 4; g++) {
                 /* explicit rounding: the product and the sum must stay two roundings (no contraction to an FMA) */
                 const __m512 v = _mm512_add_round_ps(
@@ -368,8 +368,12 @@ GEMMQ_TARGET static void k_quantize_q8_K(const float *x, void *dst, int64_t k) {
                     magic, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
                 const __m512i q =
                     _mm512_min_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v), mant), half), cap);
-                q8 = _mm512_inserti32x4(q8, _mm512_cvtepi32_epi8(q), g); /* truncating, as the (int8_t) cast */
+                part[g] = _mm512_cvtepi32_epi8(q); /* truncating, as the (int8_t) cast */
             }
+            /* (inserted with constant lane numbers: clang wants an immediate even where the loop is not unrolled) */
+            __m512i q8 = _mm512_inserti32x4(_mm512_castsi128_si512(part[0]), part[1], 1);
+            q8 = _mm512_inserti32x4(q8, part[2], 2);
+            q8 = _mm512_inserti32x4(q8, part[3], 3);
             _mm512_storeu_si512(y[i].qs + j, q8);
             /* sums of 16: offset to unsigned, byte sums of 8 per 64-bit lane, pairs added, offset removed */
             const __m512i sad = _mm512_sad_epu8(_mm512_xor_si512(q8, _mm512_set1_epi8((char)0x80)), _mm512_setzero_si512());

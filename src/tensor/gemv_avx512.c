@@ -225,14 +225,28 @@ AVX512 static inline __m512i fold_pair(__m512i a, __m512i b) {
 }
 
 /* 2P Q4_K rows (rp, rows may repeat) against Q8_K activations y (nb blocks). */
-AVX512 static INLINE void q4_K_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, float *const *out,
-                                    size_t pf, const int P) {
+/* The activation side of a Q4_K product, once per block for all rows: q4_K_act's 4 vectors, the bsums in pairs
+ * as int16 (one per sub-block of 32, for vpmaddwd with the mins), and the scale. */
+typedef struct {
+    __m512i Y[4];
+    __m128i bs2;
+    float d;
+} q4_K_prep;
+
+AVX512 static inline void q4_K_prepare(const bd_block_q8_K *y, q4_K_prep *pp) {
+    q4_K_act(y->qs, pp->Y);
+    pp->bs2 = _mm256_cvtepi32_epi16(_mm256_madd_epi16(load32(y->bsums), _mm256_set1_epi16(1)));
+    pp->d = y->d;
+}
+
+/* 2P Q4_K rows against Q8_K activations y, or (prep not NULL) their prepared form. */
+AVX512 static INLINE void q4_K_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, const q4_K_prep *prep,
+                                    float *const *out, size_t pf, const int P) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     /* vpermw indices: the scales of the two sub-blocks each vector holds, 16 int16 lanes each */
     const __m512i lohi = _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_setzero_si512(), _mm512_set1_epi16(2));
     const __m512i ix[4] = {lohi, _mm512_add_epi16(lohi, _mm512_set1_epi16(1)),
                            _mm512_add_epi16(lohi, _mm512_set1_epi16(4)), _mm512_add_epi16(lohi, _mm512_set1_epi16(5))};
-    const __m256i ones16 = _mm256_set1_epi16(1);
     /* from [da, dma, db, dmb]: da in lanes 0..7 and db in 8..15; dma in 0..3, dmb in 4..7 */
     const __m512i d_idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     const __m256i m_idx = _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3);
@@ -240,11 +254,12 @@ AVX512 static INLINE void q4_K_rows(int64_t nb, const uint8_t *const *rp, const 
     __m256 macc[2]; /* [row a's 4 min lanes | row b's] */
     for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps(), macc[p] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        __m512i Y[4];
-        q4_K_act(y[i].qs, Y);
-        /* bsums in pairs (one per sub-block of 32), as int16 for vpmaddwd with the mins */
-        const __m128i bs2 = _mm256_cvtepi32_epi16(_mm256_madd_epi16(load32(y[i].bsums), ones16));
-        const __m128 yd = _mm_set1_ps(y[i].d);
+        q4_K_prep local;
+        const q4_K_prep *pp = prep ? prep + i : &local;
+        if (!prep) q4_K_prepare(y + i, &local);
+        const __m512i *Y = pp->Y;
+        const __m128i bs2 = pp->bs2;
+        const __m128 yd = _mm_set1_ps(pp->d);
         for (int p = 0; p < P; p++) {
             const uint8_t *xa = rp[2 * p] + (size_t)i * sizeof(bd_block_q4_K);
             const uint8_t *xb = rp[2 * p + 1] + (size_t)i * sizeof(bd_block_q4_K);
@@ -279,22 +294,31 @@ AVX512 static INLINE void q4_K_rows(int64_t nb, const uint8_t *const *rp, const 
     }
 }
 
+enum { Q4_K_PREP_MAX = 64 }; /* blocks prepared on the stack (K <= 16384; longer rows prepare per row pair) */
+
 AVX512 static void gemv_q4_K(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
     const int64_t nb = n / BD_QK_K;
     const uint8_t *W = w;
+    const bd_block_q8_K *y = xq;
+    q4_K_prep prep_buf[Q4_K_PREP_MAX];
+    const q4_K_prep *prep = NULL;
+    if (nb <= Q4_K_PREP_MAX && nrows > 2) {
+        for (int64_t i = 0; i < nb; i++) q4_K_prepare(y + i, &prep_buf[i]);
+        prep = prep_buf;
+    }
     int64_t r = 0;
     for (; r + 4 <= nrows; r += 4) {
         const uint8_t *rp[4];
         float *out[4];
         for (int i = 0; i < 4; i++) rp[i] = W + (size_t)(r + i) * wrow, out[i] = s + r + i;
-        q4_K_rows(nb, rp, xq, out, GEMV_PF_GROUPS * 4 * wrow, 1);
-        q4_K_rows(nb, rp + 2, xq, out + 2, GEMV_PF_GROUPS * 4 * wrow, 1);
+        q4_K_rows(nb, rp, y, prep, out, GEMV_PF_GROUPS * 4 * wrow, 1);
+        q4_K_rows(nb, rp + 2, y, prep, out + 2, GEMV_PF_GROUPS * 4 * wrow, 1);
     }
     for (; r < nrows; r += 2) {
         const int64_t rb = r + 1 < nrows ? r + 1 : r;
         const uint8_t *rp[2] = {W + (size_t)r * wrow, W + (size_t)rb * wrow};
         float *out[2] = {s + r, s + rb};
-        q4_K_rows(nb, rp, xq, out, 0, 1);
+        q4_K_rows(nb, rp, y, prep, out, 0, 1);
     }
 }
 

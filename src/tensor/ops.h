@@ -119,6 +119,12 @@ void bd_conv1d_causal(bd_threadpool *tp, float *y, int64_t ldy, const float *x, 
 void bd_gdn(bd_threadpool *tp, int64_t T, int H_k, int H_v, int S, const float *q, int64_t ldq, const float *k,
             int64_t ldk, const float *v, int64_t ldv, const float *g, const float *beta, float *state, float *o,
             int64_t ldo, float *const *snap);
+/* bd_gdn starting from the state in state_in (equal to state, or not overlapping it) and leaving the result in
+ * state, state_in untouched: a transactional step reads the committed state once instead of copying it first
+ * (the copy alone would move as many bytes as the step). */
+void bd_gdn_from(bd_threadpool *tp, int64_t T, int H_k, int H_v, int S, const float *q, int64_t ldq, const float *k,
+                 int64_t ldk, const float *v, int64_t ldv, const float *g, const float *beta, const float *state_in,
+                 float *state, float *o, int64_t ldo, float *const *snap);
 
 /* ---- Mamba2 selective scan (ssm_scan.c) --------------------------------------------------------------------- */
 

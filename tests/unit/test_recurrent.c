@@ -216,6 +216,15 @@ static void test_gdn(bd_threadpool *tp, int lv) {
         }
         CHECK(!memcmp(st, st2, ss * 4) && !memcmp(o, o2, (size_t)(T * ldo) * 4),
               "gdn level %d S=%d: pieces on N threads = one run on 1 thread", lv, S);
+        /* from a separate committed state (bd_gdn_from): same bits, the input left untouched */
+        float *in = bd_mallocn(ss, 4), *st3 = bd_mallocn(ss, 4), *o3 = bd_calloc((size_t)(T * ldo), 4);
+        memcpy(in, st0, ss * 4);
+        bd_gdn_from(tp, T, H_k, H_v, S, q, ldq, k, ldq, v, ldv, g, beta, in, st3, o3, ldo, NULL);
+        CHECK(!memcmp(st, st3, ss * 4) && !memcmp(o, o3, (size_t)(T * ldo) * 4) && !memcmp(in, st0, ss * 4),
+              "gdn level %d S=%d: from a separate state = in place, input kept", lv, S);
+        bd_free(in);
+        bd_free(st3);
+        bd_free(o3);
         bd_free(q);
         bd_free(k);
         bd_free(v);
