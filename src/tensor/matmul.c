@@ -34,7 +34,6 @@
 
 enum {
     MM_ROW_BLOCK = 128,  /* weight rows kept hot in L2 while the tokens pass (F32) */
-    MM_KC = 1024,       /* K chunk: 6 activation rows of it (24 KiB) stay in L1 */
 };
 
 /* ---- F32 kernels ------------------------------------------------------------------------------------------ */
@@ -204,32 +203,29 @@ typedef void (*mk_fn)(const float *W, int64_t ldw, int64_t K, const float *x, in
                       int add);
 
 /* Tiles rows [r0, r1) × all tokens with the four kernel shapes of one SIMD level (RxC, 1xC, Rx1, 1x1).
- * K is cut into chunks of MM_KC so that a tile of C activation rows stays in L1; each chunk's partial sums are
- * added to y in chunk order. Every shape follows the same chunking, so results still do not depend on T. */
+ * Each output is one vector accumulator over the whole of K and one reduction, as in ggml's tiled F32 kernel
+ * (llamafile's tinyBLAS), which is what llama.cpp runs for F32 and F16 prompts: cutting K into chunks (to keep
+ * the activation tile in L1) would add the partial sums in another order once K passes the chunk. */
 static void mm_f32_rows_tiled(const mm_f32 *a, int64_t r0, int64_t r1, int C, mk_fn k_rc, mk_fn k_1c, mk_fn k_r1,
                               mk_fn k_11) {
     const int64_t K = a->K, T = a->T, ldx = a->ldx, ldy = a->ldy;
     for (int64_t rb = r0; rb < r1; rb += MM_ROW_BLOCK) {
         int64_t rbe = rb + MM_ROW_BLOCK < r1 ? rb + MM_ROW_BLOCK : r1;
-        for (int64_t k0 = 0; k0 < K; k0 += MM_KC) {
-            const int64_t kn = K - k0 < MM_KC ? K - k0 : MM_KC;
-            const int add = k0 > 0;
-            const float *W = a->W + k0;
-            int64_t t = 0;
-            for (; t + C <= T; t += C) {
-                const float *x = a->x + t * ldx + k0;
-                float *y = a->y + t * ldy;
-                int64_t r = rb;
-                for (; r + 4 <= rbe; r += 4) k_rc(W + r * K, K, kn, x, ldx, y + r, ldy, add);
-                for (; r < rbe; r++) k_1c(W + r * K, K, kn, x, ldx, y + r, ldy, add);
-            }
-            for (; t < T; t++) {
-                const float *x = a->x + t * ldx + k0;
-                float *y = a->y + t * ldy;
-                int64_t r = rb;
-                for (; r + 4 <= rbe; r += 4) k_r1(W + r * K, K, kn, x, ldx, y + r, ldy, add);
-                for (; r < rbe; r++) k_11(W + r * K, K, kn, x, ldx, y + r, ldy, add);
-            }
+        const float *W = a->W;
+        int64_t t = 0;
+        for (; t + C <= T; t += C) {
+            const float *x = a->x + t * ldx;
+            float *y = a->y + t * ldy;
+            int64_t r = rb;
+            for (; r + 4 <= rbe; r += 4) k_rc(W + r * K, K, K, x, ldx, y + r, ldy, 0);
+            for (; r < rbe; r++) k_1c(W + r * K, K, K, x, ldx, y + r, ldy, 0);
+        }
+        for (; t < T; t++) {
+            const float *x = a->x + t * ldx;
+            float *y = a->y + t * ldy;
+            int64_t r = rb;
+            for (; r + 4 <= rbe; r += 4) k_r1(W + r * K, K, K, x, ldx, y + r, ldy, 0);
+            for (; r < rbe; r++) k_11(W + r * K, K, K, x, ldx, y + r, ldy, 0);
         }
     }
 }

@@ -714,8 +714,10 @@ int main(void) {
     test_memory(p_tiny, &TINY);
     test_memory(p_med, &MEDIUM);
 
-    /* BRAID_QWEN35_TAP_MODEL=file.gguf: the same per-node diagnosis on a real model (not a check). */
+    /* BRAID_QWEN35_TAP_MODEL=file.gguf: the same per-node diagnosis on a real model (not a check);
+     * BRAID_QWEN35_QUANT_MODEL=file.gguf: the quantized-weights comparison below on a real model (a few minutes). */
     if (getenv("BRAID_QWEN35_TAP_MODEL")) tap_diagnose(getenv("BRAID_QWEN35_TAP_MODEL"), "model");
+    if (getenv("BRAID_QWEN35_QUANT_MODEL")) test_quant(getenv("BRAID_QWEN35_QUANT_MODEL"), "model");
     printf("medium, quantized weights vs llama.cpp (K/V F32, FA off):\n");
     const struct { uint32_t type; const char *name; } qt[] = {
         {BRAID_TYPE_F16, "F16"}, {BRAID_TYPE_Q8_0, "Q8_0"}, {BRAID_TYPE_Q4_K, "Q4_K"}, {BRAID_TYPE_Q6_K, "Q6_K"}};
