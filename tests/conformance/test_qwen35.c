@@ -21,6 +21,7 @@
 #include "oracle_client.h"
 #include "tensor/types.h"
 #include "test.h"
+#include "logits_cmp.h"
 
 /* ---- random models (braid gen-model, src/models/gen) ------------------------------------------------------ */
 
@@ -79,75 +80,9 @@ static int write_model(const char *path, const shape *s, uint32_t type, uint64_t
 
 /* ---- comparisons ------------------------------------------------------------------------------------------ */
 
-typedef struct cmp {
-    double max_abs, max_rel; /* rel: max|diff| / max|ref| of a row */
-    int rows, top1_equal;
-} cmp;
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static void cmp_row(cmp *c, const float *got, const float *ref, int V) {
-    double d = 0, m = 0;
-    for (int i = 0; i < V; i++) {
-        double e = fabs((double)got[i] - ref[i]);
-        if (e > d || isnan(e)) d = isnan(e) ? INFINITY : e;
-        if (fabs(ref[i]) > m) m = fabs(ref[i]);
-    }
-    if (d > c->max_abs) c->max_abs = d;
-    if (d / (m > 0 ? m : 1) > c->max_rel) c->max_rel = d / (m > 0 ? m : 1);
-    c->rows++;
-    c->top1_equal += argmax(got, V) == argmax(ref, V);
-}
-
-static void report(const char *what, const cmp *c) {
-    printf("  %-44s rows %4d  max|diff| %.3e  max rel %.3e  top-1 %d/%d\n", what, c->rows, c->max_abs, c->max_rel,
-           c->top1_equal, c->rows);
-}
-
 #define F32_TOL 1e-4
 
 /* ---- helpers ---------------------------------------------------------------------------------------------- */
-
-static braid_context *new_ctx(const braid_model *m, int n_seq, int n_batch, int interval, int n_rollback) {
-    braid_context_params p = braid_context_default_params();
-    p.n_ctx = 1024;
-    p.n_seq_max = (uint32_t)n_seq;
-    p.n_batch = (uint32_t)n_batch;
-    p.kv_type = BRAID_TYPE_F32;
-    p.n_threads = 2;
-    p.checkpoint_interval = (uint32_t)interval;
-    p.n_rollback = (uint32_t)n_rollback;
-    braid_context *c = NULL;
-    CHECK_STATUS(braid_context_new(m, &p, &c), BRAID_OK);
-    return c;
-}
-
-/* Decodes tokens into seq s with logits for every row; copies them to out ([n][V]) if out. */
-static braid_status dec(braid_context *c, int n, const braid_token *t, braid_seq_id s, float *out, int V) {
-    braid_seq_id *seq = bd_mallocn((size_t)n, sizeof *seq);
-    uint8_t *lg = bd_mallocn((size_t)n, 1);
-    for (int i = 0; i < n; i++) seq[i] = s, lg[i] = out != NULL;
-    if (!out) lg[n - 1] = 1;
-    braid_batch b = {.n_tokens = n, .token = t, .seq = seq, .logits = lg};
-    braid_status st = braid_decode(c, &b);
-    for (int i = 0; st == BRAID_OK && out && i < n; i++) memcpy(out + (size_t)i * V, braid_logits(c, i), (size_t)V * 4);
-    bd_free(seq);
-    bd_free(lg);
-    return st;
-}
-
-static void rand_tokens(braid_token *t, int n, int V, uint64_t seed) {
-    uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
-    for (int i = 0; i < n; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (braid_token)((x >> 33) % (uint64_t)V);
-    }
-}
 
 /* ---- F32 against llama.cpp -------------------------------------------------------------------------------- */
 
@@ -173,7 +108,7 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
 
     /* prefill, every position */
     {
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 256, 8);
         CHECK_STATUS(dec(c, N, toks, 0, got, V), BRAID_OK);
         CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
         CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
@@ -186,8 +121,8 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
     }
     /* token by token, and prefill in ubatches of 7 */
     {
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
-        braid_context *c7 = new_ctx(m, 1, 7, 256, 8);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 256, 8);
+        braid_context *c7 = cmp_ctx(m, 1024, 1, 7, 256, 8);
         cmp cd = {0}, cu = {0};
         CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
         CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
@@ -205,7 +140,7 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
     }
     /* three sequences interleaved in one batch (different lengths), then one more token each in one batch */
     {
-        braid_context *c = new_ctx(m, 3, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 1024, 3, 512, 256, 8);
         enum { NB = 30 };
         braid_token bt[NB];
         braid_seq_id bs[NB];
@@ -233,7 +168,7 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
     /* greedy continuation of 64 tokens */
     {
         enum { G = 64 };
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 256, 8);
         braid_token gb[G], go[G];
         CHECK_STATUS(dec(c, 12, toks, 0, NULL, V), BRAID_OK);
         for (int i = 0; i < G; i++) {
@@ -258,7 +193,7 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
     }
     /* an image-like span: text, nx x ny embedding rows at grid positions, text after */
     {
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 256, 8);
         const int nx = 4, ny = 3, ni = nx * ny;
         float *embd = bd_mallocn((size_t)ni * E, sizeof(float));
         for (int i = 0; i < ni * E; i++) embd[i] = (float)(0.5 * rnd_normal());
@@ -296,7 +231,7 @@ static void test_f32_vs_llama(const char *path, const shape *s) {
      * depend only on relative positions, so shifting every input (K rows re-rotated) must equal that fresh
      * decode up to rounding. */
     {
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 256, 8);
         CHECK_STATUS(dec(c, 20, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(braid_seq_shift_pos(c, 0, 0, 20, 5), BRAID_OK);
         CHECK(braid_seq_next_pos(c, 0) == 25, "next pos after shift %d", braid_seq_next_pos(c, 0));
@@ -349,7 +284,7 @@ static void check_vs_fresh(const char *what, braid_model *m, braid_context *c, b
                            int kept, const braid_token *next, int n_next, int V, cmp *acc) {
     float *a = bd_mallocn((size_t)n_next * V, sizeof(float)), *b = bd_mallocn((size_t)n_next * V, sizeof(float));
     CHECK_STATUS(dec(c, n_next, next, s, a, V), BRAID_OK);
-    braid_context *f = new_ctx(m, 1, 512, 1 << 20, 8);
+    braid_context *f = cmp_ctx(m, 1024, 1, 512, 1 << 20, 8);
     if (kept) CHECK_STATUS(dec(f, kept, all_toks, 0, NULL, V), BRAID_OK);
     CHECK_STATUS(dec(f, n_next, next, 0, b, V), BRAID_OK);
     cmp c1 = {0};
@@ -377,7 +312,7 @@ static void test_memory(const char *path, const shape *s) {
     char what[128];
     /* truncate via the rollback buffer: a speculative batch of 6, keep a prefix of it */
     for (int rep = 0; rep < 3; rep++) {
-        braid_context *c = new_ctx(m, 1, 512, 16, 8);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 16, 8);
         CHECK_STATUS(dec(c, 40, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(dec(c, 6, toks + 40, 0, NULL, V), BRAID_OK);
         x = x * 6364136223846793005ull + 1;
@@ -389,7 +324,7 @@ static void test_memory(const char *path, const shape *s) {
     }
     /* truncate via checkpoint + replay (interval 16, prefill in batches of 10), random indices */
     for (int rep = 0; rep < 3; rep++) {
-        braid_context *c = new_ctx(m, 1, 512, 16, 4);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 16, 4);
         for (int i = 0; i < 100; i += 10) CHECK_STATUS(dec(c, 10, toks + i, 0, NULL, V), BRAID_OK);
         x = x * 6364136223846793005ull + 1;
         const int keep = 17 + (int)((x >> 33) % 80);
@@ -400,7 +335,7 @@ static void test_memory(const char *path, const shape *s) {
     }
     /* replay from 0 (no checkpoints) */
     {
-        braid_context *c = new_ctx(m, 1, 512, 1 << 20, 0);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 1 << 20, 0);
         CHECK_STATUS(dec(c, 60, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(braid_seq_truncate(c, 0, 33), BRAID_OK);
         check_vs_fresh("truncate 60 -> 33 (replay from 0)", m, c, 0, toks, 33, nxt, 3, V, &acc);
@@ -408,7 +343,7 @@ static void test_memory(const char *path, const shape *s) {
     }
     /* copy then diverge: seq 1 = first 30 of seq 0 (50 long) */
     {
-        braid_context *c = new_ctx(m, 2, 512, 16, 8);
+        braid_context *c = cmp_ctx(m, 1024, 2, 512, 16, 8);
         CHECK_STATUS(dec(c, 50, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(braid_seq_copy(c, 0, 1, 30), BRAID_OK);
         CHECK(braid_seq_len(c, 1) == 30, "copy len %d", braid_seq_len(c, 1));
@@ -416,7 +351,7 @@ static void test_memory(const char *path, const shape *s) {
         braid_token other[2] = {8, 9};
         float *a = bd_mallocn(2 * (size_t)V, sizeof(float));
         CHECK_STATUS(dec(c, 2, other, 0, a, V), BRAID_OK); /* the source continues unchanged */
-        braid_context *f = new_ctx(m, 1, 512, 1 << 20, 8);
+        braid_context *f = cmp_ctx(m, 1024, 1, 512, 1 << 20, 8);
         float *b = bd_mallocn(2 * (size_t)V, sizeof(float));
         CHECK_STATUS(dec(f, 50, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(dec(f, 2, other, 0, b, V), BRAID_OK);
@@ -431,14 +366,14 @@ static void test_memory(const char *path, const shape *s) {
     }
     /* save -> load into a new context -> continue: bit for bit, also mid-speculation (rollback valid) */
     {
-        braid_context *c = new_ctx(m, 2, 512, 16, 8);
+        braid_context *c = cmp_ctx(m, 1024, 2, 512, 16, 8);
         CHECK_STATUS(dec(c, 37, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(dec(c, 5, toks + 37, 0, NULL, V), BRAID_OK);
         void *blob = NULL, *blob_all = NULL;
         size_t size = 0, size_all = 0;
         CHECK_STATUS(braid_state_seq_save(c, 0, &blob, &size), BRAID_OK);
         CHECK_STATUS(braid_state_save(c, &blob_all, &size_all), BRAID_OK);
-        braid_context *d = new_ctx(m, 2, 512, 16, 8), *e = new_ctx(m, 2, 512, 16, 8);
+        braid_context *d = cmp_ctx(m, 1024, 2, 512, 16, 8), *e = cmp_ctx(m, 1024, 2, 512, 16, 8);
         CHECK_STATUS(braid_state_seq_load(d, 1, blob, size), BRAID_OK);
         CHECK_STATUS(braid_state_load(e, blob_all, size_all), BRAID_OK);
         /* truncate into the rollback range in all three, then continue */
@@ -471,7 +406,7 @@ static void test_memory(const char *path, const shape *s) {
      * only for attention; the recurrent half keeps the removed inputs (design.md §3), so check what is defined:
      * the operation succeeds, lengths and positions follow, and decoding continues at the shifted position. */
     {
-        braid_context *c = new_ctx(m, 1, 512, 16, 8);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 16, 8);
         CHECK_STATUS(dec(c, 50, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(braid_seq_remove(c, 0, 0, 20), BRAID_OK);
         CHECK_STATUS(braid_seq_shift_pos(c, 0, 0, 30, -20), BRAID_OK);
@@ -515,7 +450,7 @@ static void test_quant(const char *path, const char *tname) {
         rand_tokens(toks, N, V, 100 + pr);
         uint8_t all[N];
         memset(all, 1, sizeof all);
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 1024, 1, 512, 256, 8);
         float *got = bd_mallocn((size_t)N * V, sizeof(float)), *ref = NULL, *one = NULL;
         int32_t rows;
         CHECK_STATUS(dec(c, N, toks, 0, got, V), BRAID_OK);
@@ -608,7 +543,7 @@ static void tap_diagnose(const char *path, const char *tname) {
     rand_tokens(toks, N, V, 100);
     static tap_log lg;
     memset(&lg, 0, sizeof lg);
-    braid_context *c = new_ctx(m, 1, 512, 256, 8);
+    braid_context *c = cmp_ctx(m, 1024, 1, 512, 256, 8);
     float *got = bd_mallocn((size_t)N * V, sizeof(float));
     bd_tap_set(tap_store, &lg);
     braid_status st = dec(c, N, toks, 0, got, V);

@@ -18,6 +18,7 @@
 #include "oracle_client.h"
 #include "tensor/types.h"
 #include "test.h"
+#include "logits_cmp.h"
 
 #define F32_TOL 1e-4
 
@@ -59,72 +60,6 @@ static int write_model(const char *path, const model_case *mc, uint64_t seed) {
 
 /* ---- comparisons ------------------------------------------------------------------------------------------ */
 
-typedef struct cmp {
-    double max_abs, max_rel; /* rel: max|diff| / max|ref| of a row */
-    int rows, top1_equal;
-} cmp;
-
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static void cmp_row(cmp *c, const float *got, const float *ref, int V) {
-    double d = 0, m = 0;
-    for (int i = 0; i < V; i++) {
-        double e = fabs((double)got[i] - ref[i]);
-        if (e > d || isnan(e)) d = isnan(e) ? INFINITY : e;
-        if (fabs(ref[i]) > m) m = fabs(ref[i]);
-    }
-    if (d > c->max_abs) c->max_abs = d;
-    if (d / (m > 0 ? m : 1) > c->max_rel) c->max_rel = d / (m > 0 ? m : 1);
-    c->rows++;
-    c->top1_equal += argmax(got, V) == argmax(ref, V);
-}
-
-static void report(const char *what, const cmp *c) {
-    printf("  %-44s rows %4d  max|diff| %.3e  max rel %.3e  top-1 %d/%d\n", what, c->rows, c->max_abs, c->max_rel,
-           c->top1_equal, c->rows);
-}
-
-static braid_context *new_ctx(const braid_model *m, int n_seq, int n_batch, int interval, int n_rollback) {
-    braid_context_params p = braid_context_default_params();
-    p.n_ctx = 512;
-    p.n_seq_max = (uint32_t)n_seq;
-    p.n_batch = (uint32_t)n_batch;
-    p.kv_type = BRAID_TYPE_F32;
-    p.n_threads = 2;
-    p.checkpoint_interval = (uint32_t)interval;
-    p.n_rollback = (uint32_t)n_rollback;
-    braid_context *c = NULL;
-    CHECK_STATUS(braid_context_new(m, &p, &c), BRAID_OK);
-    return c;
-}
-
-/* Decodes tokens into seq s with logits for every row copied to out ([n][V]) if out, else only the last. */
-static braid_status dec(braid_context *c, int n, const braid_token *t, braid_seq_id s, float *out, int V) {
-    braid_seq_id *seq = bd_mallocn((size_t)n, sizeof *seq);
-    uint8_t *lg = bd_mallocn((size_t)n, 1);
-    for (int i = 0; i < n; i++) seq[i] = s, lg[i] = out != NULL;
-    if (!out) lg[n - 1] = 1;
-    braid_batch b = {.n_tokens = n, .token = t, .seq = seq, .logits = lg};
-    braid_status st = braid_decode(c, &b);
-    for (int i = 0; st == BRAID_OK && out && i < n; i++) memcpy(out + (size_t)i * V, braid_logits(c, i), (size_t)V * 4);
-    bd_free(seq);
-    bd_free(lg);
-    return st;
-}
-
-static void rand_tokens(braid_token *t, int n, int V, uint64_t seed) {
-    uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
-    for (int i = 0; i < n; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        t[i] = (braid_token)((x >> 33) % (uint64_t)V);
-    }
-}
-
 /* ---- F32 against llama.cpp -------------------------------------------------------------------------------- */
 
 static void test_f32_vs_llama(const char *path, const model_case *mc, int shift) {
@@ -151,7 +86,7 @@ static void test_f32_vs_llama(const char *path, const model_case *mc, int shift)
     CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
     CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
     if (ref && rows == N) {
-        braid_context *c = new_ctx(m, 1, 512, 256, 8), *c7 = new_ctx(m, 1, 7, 256, 8), *c1 = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 512, 1, 512, 256, 8), *c7 = cmp_ctx(m, 512, 1, 7, 256, 8), *c1 = cmp_ctx(m, 512, 1, 512, 256, 8);
         cmp cp = {0}, cu = {0}, cd = {0};
         CHECK_STATUS(dec(c, N, toks, 0, got, V), BRAID_OK);
         for (int i = 0; i < N; i++) cmp_row(&cp, got + (size_t)i * V, ref + (size_t)i * V, V);
@@ -175,7 +110,7 @@ static void test_f32_vs_llama(const char *path, const model_case *mc, int shift)
 
     /* three sequences interleaved in one batch (different lengths), then one more token each in one batch */
     {
-        braid_context *c = new_ctx(m, 3, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 512, 3, 512, 256, 8);
         enum { NB = 30 };
         braid_token bt[NB];
         braid_seq_id bs[NB];
@@ -204,7 +139,7 @@ static void test_f32_vs_llama(const char *path, const model_case *mc, int shift)
     /* greedy continuation of 48 tokens after a 12-token prompt */
     {
         enum { G = 48 };
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 512, 1, 512, 256, 8);
         braid_token gb[G], go[G];
         CHECK_STATUS(dec(c, 12, toks, 0, NULL, V), BRAID_OK);
         for (int i = 0; i < G; i++) {
@@ -231,7 +166,7 @@ static void test_f32_vs_llama(const char *path, const model_case *mc, int shift)
     /* qwen3next (plain NEOX RoPE, one position component): llama.cpp can shift positions itself, so both engines
      * shift the same 20 tokens by +5 (K rows re-rotated) and continue */
     if (shift) {
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 512, 1, 512, 256, 8);
         CHECK_STATUS(dec(c, 20, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(braid_seq_shift_pos(c, 0, 0, 20, 5), BRAID_OK);
         CHECK(braid_seq_next_pos(c, 0) == 25, "next pos after shift %d", braid_seq_next_pos(c, 0));
@@ -260,7 +195,7 @@ static void check_vs_fresh(const char *what, braid_model *m, braid_context *c, c
                            const braid_token *next, int n_next, int V) {
     float *a = bd_mallocn((size_t)n_next * V, sizeof(float)), *b = bd_mallocn((size_t)n_next * V, sizeof(float));
     CHECK_STATUS(dec(c, n_next, next, 0, a, V), BRAID_OK);
-    braid_context *f = new_ctx(m, 1, 512, 1 << 20, 8);
+    braid_context *f = cmp_ctx(m, 512, 1, 512, 1 << 20, 8);
     if (kept) CHECK_STATUS(dec(f, kept, all_toks, 0, NULL, V), BRAID_OK);
     CHECK_STATUS(dec(f, n_next, next, 0, b, V), BRAID_OK);
     cmp c1 = {0};
@@ -284,7 +219,7 @@ static void test_memory(const char *path, const model_case *mc) {
     char what[128];
     /* rollback buffer: a speculative batch of 6 after 40, keep 43 */
     {
-        braid_context *c = new_ctx(m, 1, 512, 16, 8);
+        braid_context *c = cmp_ctx(m, 512, 1, 512, 16, 8);
         CHECK_STATUS(dec(c, 40, toks, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(dec(c, 6, toks + 40, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(braid_seq_truncate(c, 0, 43), BRAID_OK);
@@ -293,7 +228,7 @@ static void test_memory(const char *path, const model_case *mc) {
     }
     /* checkpoint + replay: prefill 100 in batches of 10 (checkpoints every 16), keep 57 */
     {
-        braid_context *c = new_ctx(m, 1, 512, 16, 4);
+        braid_context *c = cmp_ctx(m, 512, 1, 512, 16, 4);
         for (int i = 0; i < N; i += 10) CHECK_STATUS(dec(c, 10, toks + i, 0, NULL, V), BRAID_OK);
         CHECK_STATUS(braid_seq_truncate(c, 0, 57), BRAID_OK);
         snprintf(what, sizeof what, "truncate 100 -> %d (checkpoint + replay)", 57);
@@ -302,7 +237,7 @@ static void test_memory(const char *path, const model_case *mc) {
     }
     /* the state of a sequence saved mid-stream and loaded into another context continues bit for bit */
     {
-        braid_context *c = new_ctx(m, 2, 512, 16, 8), *d = new_ctx(m, 2, 512, 16, 8);
+        braid_context *c = cmp_ctx(m, 512, 2, 512, 16, 8), *d = cmp_ctx(m, 512, 2, 512, 16, 8);
         CHECK_STATUS(dec(c, 37, toks, 0, NULL, V), BRAID_OK);
         void *blob = NULL;
         size_t size = 0;
@@ -371,7 +306,7 @@ static void test_quant(const char *path, const char *label) {
     for (int pr = 0; pr < P; pr++) {
         braid_token toks[N], gb[G], go[G];
         rand_tokens(toks, N, V, 100 + pr);
-        braid_context *c = new_ctx(m, 1, 512, 256, 8);
+        braid_context *c = cmp_ctx(m, 512, 1, 512, 256, 8);
         float *got = bd_mallocn((size_t)N * V, sizeof(float)), *ref = NULL, *one = NULL;
         float *tbt = bd_mallocn((size_t)N * V, sizeof(float));
         int32_t rows;

@@ -1,0 +1,92 @@
+/* logits_cmp.h — what the model conformance tests (test_qwen35.c, test_qwen3next.c) share: comparing logit rows
+ * against llama.cpp's (max abs, max relative = max|diff| / max|ref| per row, top-1 agreement), a context with
+ * the strict settings they compare under (F32 K/V, 2 threads), decoding a run of tokens into one sequence with
+ * every row's logits kept, and reproducible random token ids. Header-only (static functions): each test is
+ * its own executable. Include after test.h. */
+#ifndef BRAID_TESTS_LOGITS_CMP_H
+#define BRAID_TESTS_LOGITS_CMP_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "braid.h"
+
+typedef struct cmp {
+    double max_abs, max_rel; /* rel: max|diff| / max|ref| of a row */
+    int rows, top1_equal;
+} cmp;
+
+static inline int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Adds one row to c (a NaN difference counts as infinite). */
+static inline void cmp_row(cmp *c, const float *got, const float *ref, int V) {
+    double d = 0, m = 0;
+    for (int i = 0; i < V; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (e > d || isnan(e)) d = isnan(e) ? INFINITY : e;
+        if (fabs(ref[i]) > m) m = fabs(ref[i]);
+    }
+    if (d > c->max_abs) c->max_abs = d;
+    if (d / (m > 0 ? m : 1) > c->max_rel) c->max_rel = d / (m > 0 ? m : 1);
+    c->rows++;
+    c->top1_equal += argmax(got, V) == argmax(ref, V);
+}
+
+static inline void report(const char *what, const cmp *c) {
+    printf("  %-44s rows %4d  max|diff| %.3e  max rel %.3e  top-1 %d/%d\n", what, c->rows, c->max_abs, c->max_rel,
+           c->top1_equal, c->rows);
+}
+
+/* A context of n_ctx cells with F32 K/V on 2 threads (NULL, with a failed check, if it cannot be made). */
+static inline braid_context *cmp_ctx(const braid_model *m, int n_ctx, int n_seq, int n_batch, int interval,
+                                     int n_rollback) {
+    braid_context_params p = braid_context_default_params();
+    p.n_ctx = (uint32_t)n_ctx;
+    p.n_seq_max = (uint32_t)n_seq;
+    p.n_batch = (uint32_t)n_batch;
+    p.kv_type = BRAID_TYPE_F32;
+    p.n_threads = 2;
+    p.checkpoint_interval = (uint32_t)interval;
+    p.n_rollback = (uint32_t)n_rollback;
+    braid_context *c = NULL;
+    CHECK_STATUS(braid_context_new(m, &p, &c), BRAID_OK);
+    return c;
+}
+
+/* Decodes tokens into seq s with logits for every row copied to out ([n][V]) if out, else only the last. */
+static inline braid_status dec(braid_context *c, int n, const braid_token *t, braid_seq_id s, float *out, int V) {
+    braid_seq_id *seq = bd_mallocn((size_t)n, sizeof *seq);
+    uint8_t *lg = bd_mallocn((size_t)n, 1);
+    if (!seq || !lg) {
+        bd_free(seq);
+        bd_free(lg);
+        return BRAID_E_NOMEM;
+    }
+    for (int i = 0; i < n; i++) seq[i] = s, lg[i] = out != NULL;
+    if (!out) lg[n - 1] = 1;
+    braid_batch b = {.n_tokens = n, .token = t, .seq = seq, .logits = lg};
+    braid_status st = braid_decode(c, &b);
+    for (int i = 0; st == BRAID_OK && out && i < n; i++) memcpy(out + (size_t)i * V, braid_logits(c, i), (size_t)V * 4);
+    bd_free(seq);
+    bd_free(lg);
+    return st;
+}
+
+/* n token ids in [0, V) from a 64-bit LCG seeded with seed. */
+static inline void rand_tokens(braid_token *t, int n, int V, uint64_t seed) {
+    uint64_t x = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (int i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (braid_token)((x >> 33) % (uint64_t)V);
+    }
+}
+
+#endif
