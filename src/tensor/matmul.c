@@ -278,6 +278,8 @@ typedef struct mm_gemv {
     int slot[MM_MULTI_MAX];           /* which converted copy of x op i reads */
     int n_slots;
     const bd_dot_traits *slot_dt[MM_MULTI_MAX];
+    /* the slot's conversion: gemm_q.h's faster quantizer where there is one (same bytes), else from_float */
+    void (*slot_q[MM_MULTI_MAX])(const float *x, void *dst, int64_t k);
     size_t slot_row[MM_MULTI_MAX];    /* bytes of one converted row */
     size_t slot_off[MM_MULTI_MAX];    /* offset of the slot's T rows in the conversion buffer */
     size_t xq_bytes;
@@ -333,16 +335,14 @@ static void mm_gemv_task(void *arg, int ith, int nth) {
         for (int64_t p = p0; p < p1; p++) {
             const int sl = (int)(p / a->T);
             const int64_t t = p % a->T;
-            a->slot_dt[sl]->from_float(a->x + t * a->ldx, a->shared + a->slot_off[sl] + (size_t)t * a->slot_row[sl],
-                                       a->K);
+            a->slot_q[sl](a->x + t * a->ldx, a->shared + a->slot_off[sl] + (size_t)t * a->slot_row[sl], a->K);
         }
         bd_threadpool_barrier(a->tp);
         xq = a->shared;
     } else {
         for (int sl = 0; sl < a->n_slots; sl++)
             for (int64_t t = 0; t < a->T; t++)
-                a->slot_dt[sl]->from_float(a->x + t * a->ldx, local + a->slot_off[sl] + (size_t)t * a->slot_row[sl],
-                                           a->K);
+                a->slot_q[sl](a->x + t * a->ldx, local + a->slot_off[sl] + (size_t)t * a->slot_row[sl], a->K);
         xq = local;
     }
     int i0, i1;
@@ -371,7 +371,9 @@ static int mm_gemv_run(bd_threadpool *tp, const bd_matmul_op *ops, int n_ops, in
         int sl = 0;
         while (sl < a.n_slots && a.slot_dt[sl]->vec_dot_type != dt->vec_dot_type) sl++;
         if (sl == a.n_slots) {
+            const bd_gemmq_ops *gq = bd_gemmq_get(ops[i].wtype);
             a.slot_dt[sl] = dt;
+            a.slot_q[sl] = gq && gq->quantize ? gq->quantize : dt->from_float;
             a.slot_row[sl] = bd_row_size(dt->vec_dot_type, K);
             a.slot_off[sl] = (a.xq_bytes + 63) & ~(size_t)63;
             a.xq_bytes = a.slot_off[sl] + a.slot_row[sl] * (size_t)T;
