@@ -51,23 +51,24 @@ static void conv_scalar(const conv_job *j, int64_t c0, int64_t c1) {
 }
 
 #if BD_HAVE_X86
-BD_TARGET_AVX512 static void conv_avx512(const conv_job *j, int64_t c0, int64_t c1) {
-    const int L = j->L;
+/* The body, inlined twice: with L a constant 4 (every model's d_conv) the window and the kernel stay in
+ * registers, which matters when a decode step runs it for a single token. */
+BD_TARGET_AVX512 static inline __attribute__((always_inline)) void conv_avx512_L(const conv_job *j, int64_t c0,
+                                                                                  int64_t c1, const int L) {
     const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int64_t cb = c0; cb < c1; cb += 16) {
         const int nc = c1 - cb >= 16 ? 16 : (int)(c1 - cb);
         const __mmask16 mk = nc == 16 ? (__mmask16)0xffff : (__mmask16)((1u << nc) - 1);
-        /* transpose the kernel and the state of these channels: [m][lane] */
-        float wt[CONV_MAX_L][16] = {{0}}, st[CONV_MAX_L][16] = {{0}}, bs[16] = {0};
-        for (int l = 0; l < nc; l++) {
-            for (int m = 0; m < L; m++) wt[m][l] = j->w[(cb + l) * L + m];
-            for (int m = 0; m < L - 1; m++) st[m][l] = j->state[(cb + l) * (L - 1) + m];
-            if (j->bias) bs[l] = j->bias[cb + l];
-        }
+        /* the kernel and the state of these channels transposed to [m][lane] by masked gathers (lanes past nc
+         * read nothing and stay 0); only L and L-1 rows, so a decode step (T = 1) is not dominated by it */
+        float *stb = j->state + cb * (L - 1);
+        const __m512i iw = _mm512_mullo_epi32(iota, _mm512_set1_epi32(L));
+        const __m512i is = _mm512_mullo_epi32(iota, _mm512_set1_epi32(L - 1));
         __m512 win[CONV_MAX_L], wv[CONV_MAX_L];
-        for (int m = 0; m < L; m++) wv[m] = _mm512_loadu_ps(wt[m]);
-        for (int m = 0; m < L - 1; m++) win[m] = _mm512_loadu_ps(st[m]);
-        const __m512 bv = _mm512_loadu_ps(bs);
+        for (int m = 0; m < L; m++) wv[m] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, iw, j->w + cb * L + m, 4);
+        for (int m = 0; m < L - 1; m++) win[m] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, is, stb + m, 4);
+        const __m512 bv = j->bias ? _mm512_maskz_loadu_ps(mk, j->bias + cb) : _mm512_setzero_ps();
         for (int64_t t = 0; t < j->T; t++) {
             const __m512 xv = _mm512_maskz_loadu_ps(mk, j->x + t * j->ldx + cb);
             __m512 s = _mm512_setzero_ps();
@@ -87,10 +88,13 @@ BD_TARGET_AVX512 static void conv_avx512(const conv_job *j, int64_t c0, int64_t 
                     for (int m = 0; m < L - 1; m++) j->snap[t][(cb + l) * (L - 1) + m] = tmp[m][l];
             }
         }
-        for (int m = 0; m < L - 1; m++) _mm512_storeu_ps(st[m], win[m]);
-        for (int l = 0; l < nc; l++)
-            for (int m = 0; m < L - 1; m++) j->state[(cb + l) * (L - 1) + m] = st[m][l];
+        for (int m = 0; m < L - 1; m++) _mm512_mask_i32scatter_ps(stb + m, mk, is, win[m], 4);
     }
+}
+
+BD_TARGET_AVX512 static void conv_avx512(const conv_job *j, int64_t c0, int64_t c1) {
+    if (j->L == 4) conv_avx512_L(j, c0, c1, 4);
+    else conv_avx512_L(j, c0, c1, j->L);
 }
 
 BD_TARGET_AVX2 static void conv_avx2(const conv_job *j, int64_t c0, int64_t c1) {
