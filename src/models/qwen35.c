@@ -607,12 +607,16 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
     bd_tap("beta_sigmoid", (int)(L - m->layers), beta, Hv, T, Hv);
     bd_tap("gate", (int)(L - m->layers), alpha, Hv, T, Hv);
 
-    /* Each sequence's states start from its committed ones (the S×S states are read from there by bd_gdn_from
-     * rather than copied first). */
+    /* Each sequence's states start from its committed ones: its first run below reads them from there
+     * (bd_conv1d_causal_from, bd_gdn_from) rather than copying them first; a sequence without rows here (none
+     * in practice) still gets its conv state carried over. */
     const size_t n_conv = (size_t)W * C;
     for (int32_t q = 0; q < b->n_seq; q++) {
         const size_t r = (size_t)L->slot * b->n_seq + q;
-        if (mem->conv_out[r] != mem->conv_in[r]) memcpy(mem->conv_out[r], mem->conv_in[r], n_conv * sizeof(float));
+        int has_rows = 0;
+        for (int32_t t = 0; t < T && !has_rows; t++) has_rows = b->seq[t] == q;
+        if (!has_rows && mem->conv_out[r] != mem->conv_in[r])
+            memcpy(mem->conv_out[r], mem->conv_in[r], n_conv * sizeof(float));
     }
 
     /* One run of consecutive rows of a sequence at a time: the causal depthwise conv over the sequence's
@@ -624,8 +628,11 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         while (t1 < T && b->seq[t1] == b->seq[t0]) t1++;
         const size_t r = (size_t)L->slot * b->n_seq + b->seq[t0];
         float *y0 = s->y + (size_t)t0 * C;
-        bd_conv1d_causal(tp, y0, C, mixed + (size_t)t0 * C, C, mem->conv_out[r], cw, NULL, C, W + 1, t1 - t0, 1,
-                         mem->conv_row ? mem->conv_row + (size_t)L->slot * T + t0 : NULL);
+        int first = 1; /* the sequence's first run in this ubatch starts from its committed states */
+        for (int32_t t = 0; t < t0 && first; t++) first = b->seq[t] != b->seq[t0];
+        bd_conv1d_causal_from(tp, y0, C, mixed + (size_t)t0 * C, C, first ? mem->conv_in[r] : mem->conv_out[r],
+                              mem->conv_out[r], cw, NULL, C, W + 1, t1 - t0, 1,
+                              mem->conv_row ? mem->conv_row + (size_t)L->slot * T + t0 : NULL);
         bd_tap("conv_output_silu", (int)(L - m->layers), y0, C, t1 - t0, C);
         for (int32_t t = t0; t < t1; t++)
             bd_l2norm_rows(NULL, s->y + (size_t)t * C, S, s->y + (size_t)t * C, S, S, 2 * Hk, hp->eps);
@@ -637,8 +644,6 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
             q3n_repeat_qk(y0, C, t1 - t0, S, Hk, grp, s->qk);
             q = s->qk, k = s->qk + hp->value_dim, ldqk = 2 * (int64_t)hp->value_dim, hk = Hv;
         }
-        int first = 1; /* the sequence's first run in this ubatch starts from its committed state */
-        for (int32_t t = 0; t < t0 && first; t++) first = b->seq[t] != b->seq[t0];
         bd_gdn_from(tp, t1 - t0, (int)hk, Hv, S, q, ldqk, k, ldqk, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
                     beta + (size_t)t0 * Hv, first ? mem->ssm_in[r] : mem->ssm_out[r], mem->ssm_out[r],
                     s->o + (size_t)t0 * hp->value_dim, hp->value_dim,

@@ -18,6 +18,7 @@ typedef struct conv_job {
     float *y;
     const float *x;
     float *state;
+    const float *state_in; /* the state read before the first token (may be state itself) */
     const float *w, *bias;
     int64_t ldy, ldx, C, T;
     int L, silu;
@@ -33,7 +34,7 @@ static void conv_scalar(const conv_job *j, int64_t c0, int64_t c1) {
         float win[CONV_MAX_L];
         float *st = j->state + c * (L - 1);
         const float *w = j->w + c * L;
-        for (int m = 0; m < L - 1; m++) win[m] = st[m];
+        for (int m = 0; m < L - 1; m++) win[m] = j->state_in[c * (L - 1) + m];
         for (int64_t t = 0; t < j->T; t++) {
             const float xv = j->x[t * j->ldx + c];
             float s = 0.0f;
@@ -67,7 +68,8 @@ BD_TARGET_AVX512 static inline __attribute__((always_inline)) void conv_avx512_L
         const __m512i is = _mm512_mullo_epi32(iota, _mm512_set1_epi32(L - 1));
         __m512 win[CONV_MAX_L], wv[CONV_MAX_L];
         for (int m = 0; m < L; m++) wv[m] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, iw, j->w + cb * L + m, 4);
-        for (int m = 0; m < L - 1; m++) win[m] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, is, stb + m, 4);
+        const float *sti = j->state_in + cb * (L - 1);
+        for (int m = 0; m < L - 1; m++) win[m] = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, is, sti + m, 4);
         const __m512 bv = j->bias ? _mm512_maskz_loadu_ps(mk, j->bias + cb) : _mm512_setzero_ps();
         for (int64_t t = 0; t < j->T; t++) {
             const __m512 xv = _mm512_maskz_loadu_ps(mk, j->x + t * j->ldx + cb);
@@ -105,7 +107,7 @@ BD_TARGET_AVX2 static void conv_avx2(const conv_job *j, int64_t c0, int64_t c1) 
         float wt[CONV_MAX_L][8], st[CONV_MAX_L][8], bs[8] = {0};
         for (int l = 0; l < 8; l++) {
             for (int m = 0; m < L; m++) wt[m][l] = j->w[(cb + l) * L + m];
-            for (int m = 0; m < L - 1; m++) st[m][l] = j->state[(cb + l) * (L - 1) + m];
+            for (int m = 0; m < L - 1; m++) st[m][l] = j->state_in[(cb + l) * (L - 1) + m];
             if (j->bias) bs[l] = j->bias[cb + l];
         }
         __m256 win[CONV_MAX_L], wv[CONV_MAX_L];
@@ -158,7 +160,13 @@ static void conv_task(void *p, int ith, int nth) {
 
 void bd_conv1d_causal(bd_threadpool *tp, float *y, int64_t ldy, const float *x, int64_t ldx, float *state,
                       const float *w, const float *bias, int64_t C, int L, int64_t T, int silu, float *const *snap) {
+    bd_conv1d_causal_from(tp, y, ldy, x, ldx, state, state, w, bias, C, L, T, silu, snap);
+}
+
+void bd_conv1d_causal_from(bd_threadpool *tp, float *y, int64_t ldy, const float *x, int64_t ldx,
+                           const float *state_in, float *state, const float *w, const float *bias, int64_t C, int L,
+                           int64_t T, int silu, float *const *snap) {
     assert(L >= 1 && L <= CONV_MAX_L);
-    conv_job j = {y, x, state, w, bias, ldy, ldx, C, T, L, silu, snap};
+    conv_job j = {y, x, state, state_in, w, bias, ldy, ldx, C, T, L, silu, snap};
     bd_threadpool_run(C * T < 8192 ? NULL : tp, conv_task, &j);
 }

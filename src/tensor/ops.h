@@ -105,6 +105,11 @@ braid_status bd_attention(bd_threadpool *tp, const bd_attn *a, int64_t T, const 
  * snap (optional, may be NULL): snap[t], when not NULL, receives the state after token t (rm[C][L-1]). */
 void bd_conv1d_causal(bd_threadpool *tp, float *y, int64_t ldy, const float *x, int64_t ldx, float *state,
                       const float *w, const float *bias, int64_t C, int L, int64_t T, int silu, float *const *snap);
+/* The same with the state read from state_in (rm[C][L-1]; may equal state) and written to state: a decode step
+ * whose new state lives elsewhere than the old one needs no copy first. */
+void bd_conv1d_causal_from(bd_threadpool *tp, float *y, int64_t ldy, const float *x, int64_t ldx,
+                           const float *state_in, float *state, const float *w, const float *bias, int64_t C, int L,
+                           int64_t T, int silu, float *const *snap);
 
 /* ---- Gated DeltaNet recurrence (gdn.c) ---------------------------------------------------------------------- */
 

@@ -111,6 +111,22 @@ static void test_conv(bd_threadpool *tp, int lv) {
     bd_conv1d_causal(NULL, y1, C, x, C, s1, w, NULL, C, 4, T, 1, NULL);
     bd_conv1d_causal(tp, yn, C, x, C, sn, w, NULL, C, 4, T, 1, NULL);
     CHECK(!memcmp(y1, yn, (size_t)(C * T) * 4) && !memcmp(s1, sn, (size_t)C * 3 * 4), "conv: 1 vs N threads");
+    /* a decode step (T = 1, C not a multiple of 16) reading its state from elsewhere: same outputs and new state
+     * as in place, the old state untouched */
+    {
+        const int64_t Cd = 6152;
+        float *s0 = randv(Cd * 3, 1), *sa = bd_mallocn((size_t)Cd * 3, 4), *sb = bd_mallocn((size_t)Cd * 3, 4);
+        float *ya = bd_mallocn((size_t)Cd, 4), *yb = bd_mallocn((size_t)Cd, 4), *xd = randv(Cd, 1), *wd = randv(Cd * 4, 1);
+        memcpy(sa, s0, (size_t)Cd * 3 * 4);
+        float *keep = bd_mallocn((size_t)Cd * 3, 4);
+        memcpy(keep, s0, (size_t)Cd * 3 * 4);
+        bd_conv1d_causal(NULL, ya, Cd, xd, Cd, sa, wd, NULL, Cd, 4, 1, 1, NULL);
+        bd_conv1d_causal_from(tp, yb, Cd, xd, Cd, s0, sb, wd, NULL, Cd, 4, 1, 1, NULL);
+        CHECK(!memcmp(ya, yb, (size_t)Cd * 4) && !memcmp(sa, sb, (size_t)Cd * 3 * 4) &&
+                  !memcmp(s0, keep, (size_t)Cd * 3 * 4),
+              "conv_from: same as in place, input state untouched");
+        bd_free(s0), bd_free(sa), bd_free(sb), bd_free(ya), bd_free(yb), bd_free(xd), bd_free(wd), bd_free(keep);
+    }
     bd_free(x);
     bd_free(w);
     bd_free(s1);
