@@ -12,20 +12,10 @@
 #include <string.h>
 
 #include "tensor/dot_impl.h"
+#include "tensor/lanes_x86.h"
 #include "tensor/quant.h"
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
-
-AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-AVX2 static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-AVX2 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* ---- float dots: ggml's AVX-512 order (dot.h), each 16-lane register as two 8-lane halves ---- */
 
@@ -49,7 +39,7 @@ AVX2 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((co
         }                                                                                                          \
         const __m256 lo = _mm256_add_ps(_mm256_add_ps(l0, l2), _mm256_add_ps(l1, l3));                             \
         const __m256 hi = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));                             \
-        const float r = hsum_ps(_mm256_add_ps(lo, hi));                                                            \
+        const float r = bd_hsum8(_mm256_add_ps(lo, hi));                                                           \
         TAIL(r, np);                                                                                               \
     }
 
@@ -67,7 +57,7 @@ AVX2 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((co
         for (int64_t i = i0; i < n; i++) sum += (double)(TO_F32(x[i]) * TO_F32(y[i]));                             \
         *s = (float)sum;                                                                                           \
     } while (0)
-#define F16_TAIL(r, i0) WIDE_TAIL(r, i0, h2f)
+#define F16_TAIL(r, i0) WIDE_TAIL(r, i0, bd_h2f)
 #define BF16_TAIL(r, i0) WIDE_TAIL(r, i0, bd_bf16_to_fp32)
 
 AVX2 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
@@ -125,22 +115,8 @@ AVX2 static inline __m256i dot_i8(__m256i x, __m256i y) {
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
-/* The fp16 scales of 8 consecutive blocks (the first at p, the others stride bytes apart) as 8 floats: one
- * conversion instead of eight, the halves gathered in general registers. */
-AVX2 static inline __m256 scales8(const uint8_t *p, size_t stride) {
-    uint64_t lo = 0, hi = 0;
-    for (int k = 0; k < 4; k++) {
-        uint16_t a, b;
-        memcpy(&a, p + k * stride, 2);
-        memcpy(&b, p + (k + 4) * stride, 2);
-        lo |= (uint64_t)a << (16 * k);
-        hi |= (uint64_t)b << (16 * k);
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
-}
-
 /* sum over a Q8_0 block of x * y, as 8 int32 lanes. */
-AVX2 static inline __m256i q8_0_dot(const int8_t *qs, __m256i a) { return dot_i8(load32(qs), a); }
+AVX2 static inline __m256i q8_0_dot(const int8_t *qs, __m256i a) { return dot_i8(bd_load32(qs), a); }
 
 /* sum over a Q4_0 block of (q - 8) * y, as 8 int32 lanes: levels 0..15 (unsigned) times y, minus 8 * y,
  * both as int16 pair sums (no saturation: 15 * 127 * 2 < 32767). */
@@ -164,18 +140,18 @@ AVX2 static inline __m256i q4_0_dot(const uint8_t *qs, __m256i a) {
         int64_t i = 0;                                                                                             \
         for (; i + 8 <= nb; i += 8) {                                                                              \
             float d[8];                                                                                            \
-            _mm256_storeu_ps(d, _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x),                        \
-                                              scales8((const uint8_t *)&y[i].d, sizeof *y)));                      \
+            _mm256_storeu_ps(d, _mm256_mul_ps(bd_scales8((const uint8_t *)&x[i].d, sizeof *x),                     \
+                                              bd_scales8((const uint8_t *)&y[i].d, sizeof *y)));                   \
             for (int k = 0; k < 8; k++) {                                                                          \
-                const __m256i p = BLOCK_DOT(x[i + k].qs, load32(y[i + k].qs));                                     \
+                const __m256i p = BLOCK_DOT(x[i + k].qs, bd_load32(y[i + k].qs));                                  \
                 acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&d[k]), _mm256_cvtepi32_ps(p), acc);                     \
             }                                                                                                      \
         }                                                                                                          \
         for (; i < nb; i++) {                                                                                      \
-            const __m256i p = BLOCK_DOT(x[i].qs, load32(y[i].qs));                                                 \
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);         \
+            const __m256i p = BLOCK_DOT(x[i].qs, bd_load32(y[i].qs));                                              \
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(x[i].d) * bd_h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);    \
         }                                                                                                          \
-        *s = hsum_ps(acc);                                                                                         \
+        *s = bd_hsum8(acc);                                                                                        \
     }
 
 AVX2_BLOCK32_DOT(dot_q8_0_q8_0, bd_block_q8_0, q8_0_dot)
@@ -186,7 +162,7 @@ AVX2_BLOCK32_DOT(dot_q4_0_q8_0, bd_block_q4_0, q4_0_dot)
 /* Q4_K / Q5_K min term as 8 int32 lanes: bsums (16 groups of 16) times each sub-block's min (two groups). */
 AVX2 static inline __m256i k_min_lanes(uint64_t m, const int16_t *bsums) {
     const __m128i m8 = _mm_cvtsi64_si128((long long)m);
-    return _mm256_madd_epi16(load32(bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
+    return _mm256_madd_epi16(bd_load32(bsums), _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
 }
 
 /* d * y.d and dmin * y.d of a Q4_K / Q5_K block (adjacent halves: one conversion). */
@@ -216,19 +192,19 @@ AVX2 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, 
         uint64_t sc, m;
         bd_unpack_scales_k4(xb + 4, &sc, &m);
         const __m256i sc8 = _mm256_set1_epi64x((long long)sc);
-        __m256i hb = q5 ? load32(xb + 4 + BD_K_SCALE_SIZE) : _mm256_setzero_si256(); /* bits 2c, 2c+1: chunk c */
+        __m256i hb = q5 ? bd_load32(xb + 4 + BD_K_SCALE_SIZE) : _mm256_setzero_si256(); /* bits 2c, 2c+1: chunk c */
         __m256i isum0 = _mm256_setzero_si256(), isum1 = isum0;
         for (int j = 0; j < 8; j += 2, q += 32, a += 64) {
-            const __m256i b = load32(q);
+            const __m256i b = bd_load32(q);
             __m256i lo = _mm256_and_si256(b, low4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
             if (q5) {
                 lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
                 hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
                 hb = _mm256_srli_epi16(hb, 2);
             }
-            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(a)), scale_of(sc8, j)));
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, bd_load32(a)), scale_of(sc8, j)));
             isum1 = _mm256_add_epi32(isum1,
-                                     _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(a + 32)), scale_of(sc8, j + 1)));
+                                     _mm256_madd_epi16(_mm256_maddubs_epi16(hi, bd_load32(a + 32)), scale_of(sc8, j + 1)));
         }
         /* d * y.d and -(dmin * y.d) */
         const __m128 dd = _mm_xor_ps(k_d_dmin(xb, y[i].d), _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
@@ -243,9 +219,9 @@ AVX2 static inline float dot_k45(int64_t nb, const uint8_t *xb, size_t xstride, 
             macc = _mm_fmadd_ps(_mm_permute_ps(dd, 0x55), _mm_cvtepi32_ps(m4), macc);
         }
     }
-    if (q5) return hsum_ps(acc) + summ;
+    if (q5) return bd_hsum8(acc) + summ;
     macc = _mm_add_ps(macc, _mm_movehl_ps(macc, macc));
-    return hsum_ps(acc) + _mm_cvtss_f32(_mm_add_ss(macc, _mm_movehdup_ps(macc)));
+    return bd_hsum8(acc) + _mm_cvtss_f32(_mm_add_ss(macc, _mm_movehdup_ps(macc)));
 }
 
 AVX2 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
@@ -271,7 +247,7 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
     _mm256_srai_epi16(_mm256_shuffle_epi8(scb, _mm256_set_m128i(_mm_set1_epi8((k) + 1), _mm_set1_epi8(k))), 8)
         __m256i isum0 = _mm256_setzero_si256(), isum1 = isum0;
         for (int h = 0; h < 2; h++, ql += 64, qh += 32, a += 128) {
-            const __m256i l0 = load32(ql), l1 = load32(ql + 32), hb = load32(qh);
+            const __m256i l0 = bd_load32(ql), l1 = bd_load32(ql + 32), hb = bd_load32(qh);
             /* Levels 0..63: a nibble from ql and two bits from qh moved to bits 4-5. */
             const __m256i q1 =
                 _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), two));
@@ -283,20 +259,20 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
                                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), two));
             /* Each 128-bit half of a product vector is one sub-block of 16. */
             const int k = 8 * h;
-            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(q1, load32(a)), SC2(k)));
-            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q2, load32(a + 32)), SC2(k + 2)));
-            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(q3, load32(a + 64)), SC2(k + 4)));
-            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q4, load32(a + 96)), SC2(k + 6)));
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(q1, bd_load32(a)), SC2(k)));
+            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q2, bd_load32(a + 32)), SC2(k + 2)));
+            isum0 = _mm256_add_epi32(isum0, _mm256_madd_epi16(_mm256_maddubs_epi16(q3, bd_load32(a + 64)), SC2(k + 4)));
+            isum1 = _mm256_add_epi32(isum1, _mm256_madd_epi16(_mm256_maddubs_epi16(q4, bd_load32(a + 96)), SC2(k + 6)));
         }
 #undef SC2
         /* The -32 offset of every level, spread over the lanes as ggml does: lane k gets
          * 32 * (sc[2k] * bsums[2k] + sc[2k+1] * bsums[2k+1]). */
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[i].bsums)), 5);
+        const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bd_load32(y[i].bsums)), 5);
         const __m256i isum = _mm256_sub_epi32(_mm256_add_epi32(isum0, isum1), off);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(isum), acc);
     }
-    *s = hsum_ps(acc);
+    *s = bd_hsum8(acc);
 }
 
 BD_DOT_N_LOOP(dot_f32_n, dot_f32)

@@ -17,26 +17,14 @@
 
 #include "tensor/cpu.h"
 #include "tensor/dot_impl.h"
+#include "tensor/lanes_x86.h"
 #include "tensor/quant.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")))
 
-AVX512 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
 AVX512 static inline __m512i load64(const void *p) { return _mm512_loadu_si512(p); }
-AVX512 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 /* Two 32-byte pieces as one 512-bit vector (lo in the low half). */
-AVX512 static inline __m512i join(__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
-
-AVX512 static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* ---- float dots: ggml's order (dot.h): 4 chains of 16 lanes over the first n & ~63, a fixed tree, the tail ---- */
 
@@ -75,7 +63,7 @@ AVX512 static inline float reduce4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3
 #define F16_TAIL(r, i0)                                                                                            \
     do {                                                                                                           \
         double sum = r;                                                                                            \
-        for (int64_t i = i0; i < n; i++) sum += (double)(h2f(x[i]) * h2f(y[i]));                                   \
+        for (int64_t i = i0; i < n; i++) sum += (double)(bd_h2f(x[i]) * bd_h2f(y[i]));                             \
         *s = (float)sum;                                                                                           \
     } while (0)
 /* BF16 (only without AVX512_BF16; ggml's order there is not matched): the tail as F16's. */
@@ -86,11 +74,11 @@ AVX512 static inline float reduce4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3
         *s = (float)sum;                                                                                           \
     } while (0)
 
-AVX512 static inline __m512 load_f16(const uint16_t *p) { return _mm512_cvtph_ps(load32(p)); }
+AVX512 static inline __m512 load_f16(const uint16_t *p) { return _mm512_cvtph_ps(bd_load32(p)); }
 AVX512 static inline __m512 bf16_widen(__m256i v) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
 }
-AVX512 static inline __m512 load_bf16(const uint16_t *p) { return bf16_widen(load32(p)); }
+AVX512 static inline __m512 load_bf16(const uint16_t *p) { return bf16_widen(bd_load32(p)); }
 
 AVX512_FLOAT_DOT(dot_f32, float, _mm512_loadu_ps, F32_TAIL)
 AVX512_FLOAT_DOT(dot_f16, uint16_t, load_f16, F16_TAIL)
@@ -128,20 +116,6 @@ AVX512 static void to_fp16_act(const float *x, void *dst, int64_t k) {
 
 /* ---- blocks of 32 against Q8_0: two blocks per vector, scales converted 8 at a time ---- */
 
-/* The fp16 scales of 8 consecutive blocks (the first at p, the others stride bytes apart) as 8 floats: one
- * conversion instead of eight, the halves gathered in general registers. */
-AVX512 static inline __m256 scales8(const uint8_t *p, size_t stride) {
-    uint64_t lo = 0, hi = 0;
-    for (int k = 0; k < 4; k++) {
-        uint16_t a, b;
-        memcpy(&a, p + k * stride, 2);
-        memcpy(&b, p + (k + 4) * stride, 2);
-        lo |= (uint64_t)a << (16 * k);
-        hi |= (uint64_t)b << (16 * k);
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
-}
-
 /* One block (the tails): 8 int32 lanes of sums of signed byte products. */
 AVX512 static inline __m256i dot_i8_block(__m256i x, __m256i y) {
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
@@ -163,21 +137,21 @@ AVX512 static INLINE void dot_q8_0_n(int64_t n, const bd_block_q8_0 *x, const ui
     for (int j = 0; j < ny; j++) acc[j] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
-        const __m256 xd = scales8((const uint8_t *)&x[i].d, sizeof *x);
+        const __m256 xd = bd_scales8((const uint8_t *)&x[i].d, sizeof *x);
         __m512i ax[4];
         __mmask64 neg[4];
         for (int p = 0; p < 4; p++) {
-            const __m512i xv = join(load32(x[i + 2 * p].qs), load32(x[i + 2 * p + 1].qs));
+            const __m512i xv = bd_join256(bd_load32(x[i + 2 * p].qs), bd_load32(x[i + 2 * p + 1].qs));
             ax[p] = _mm512_abs_epi8(xv);
             neg[p] = _mm512_movepi8_mask(xv);
         }
         for (int j = 0; j < ny; j++) {
             const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by);
             float d[8];
-            _mm256_storeu_ps(d, _mm256_mul_ps(xd, scales8((const uint8_t *)&y[i].d, sizeof *y)));
+            _mm256_storeu_ps(d, _mm256_mul_ps(xd, bd_scales8((const uint8_t *)&y[i].d, sizeof *y)));
             __m256 a = acc[j];
             for (int p = 0; p < 4; p++) {
-                const __m512i yv = join(load32(y[i + 2 * p].qs), load32(y[i + 2 * p + 1].qs));
+                const __m512i yv = bd_join256(bd_load32(y[i + 2 * p].qs), bd_load32(y[i + 2 * p + 1].qs));
                 /* |x| (unsigned) times y carrying x's sign, 4 products per 32-bit lane. */
                 const __m512i sy = _mm512_mask_sub_epi8(yv, neg[p], _mm512_setzero_si512(), yv);
                 const __m512 prod = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ax[p], sy));
@@ -188,15 +162,15 @@ AVX512 static INLINE void dot_q8_0_n(int64_t n, const bd_block_q8_0 *x, const ui
         }
     }
     for (; i < nb; i++) {
-        const __m256i xv = load32(x[i].qs);
-        const float xd = h2f(x[i].d);
+        const __m256i xv = bd_load32(x[i].qs);
+        const float xd = bd_h2f(x[i].d);
         for (int j = 0; j < ny; j++) {
             const bd_block_q8_0 *y = (const bd_block_q8_0 *)(yb + (size_t)j * by) + i;
-            const __m256i p = dot_i8_block(xv, load32(y->qs));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(xd * h2f(y->d)), _mm256_cvtepi32_ps(p), acc[j]);
+            const __m256i p = dot_i8_block(xv, bd_load32(y->qs));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(xd * bd_h2f(y->d)), _mm256_cvtepi32_ps(p), acc[j]);
         }
     }
-    for (int j = 0; j < ny; j++) s[j * bs] = hsum256(acc[j]);
+    for (int j = 0; j < ny; j++) s[j * bs] = bd_hsum8(acc[j]);
 }
 
 AVX512 static void dot_q8_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
@@ -233,8 +207,8 @@ AVX512 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
         float d[8];
-        _mm256_storeu_ps(d, _mm256_mul_ps(scales8((const uint8_t *)&x[i].d, sizeof *x),
-                                          scales8((const uint8_t *)&y[i].d, sizeof *y)));
+        _mm256_storeu_ps(d, _mm256_mul_ps(bd_scales8((const uint8_t *)&x[i].d, sizeof *x),
+                                          bd_scales8((const uint8_t *)&y[i].d, sizeof *y)));
         for (int g = 0; g < 8; g += 4) {
             __m512i b = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)x[i + g].qs));
             b = _mm512_inserti32x4(b, _mm_loadu_si128((const __m128i *)x[i + g + 1].qs), 1);
@@ -243,7 +217,7 @@ AVX512 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void
             const __m512i lo = _mm512_and_si512(b, low4), hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
             for (int p = 0; p < 4; p += 2) {
                 const __m512i q = _mm512_permutex2var_epi64(lo, p ? second : first, hi);
-                const __m512i a = join(load32(y[i + g + p].qs), load32(y[i + g + p + 1].qs));
+                const __m512i a = bd_join256(bd_load32(y[i + g + p].qs), bd_load32(y[i + g + p + 1].qs));
                 /* sum (q - 8) * y = sum q * y - sum 8 * y: both unsigned x signed, exact in each lane. */
                 const __m512i prod = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, a),
                                                       _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, a));
@@ -256,10 +230,10 @@ AVX512 static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void
     for (; i < nb; i++) {
         const __m128i b = _mm_loadu_si128((const __m128i *)x[i].qs);
         const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
-        const __m256i p = dot_i8_block(_mm256_sub_epi8(q, _mm256_set1_epi8(8)), load32(y[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+        const __m256i p = dot_i8_block(_mm256_sub_epi8(q, _mm256_set1_epi8(8)), bd_load32(y[i].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(x[i].d) * bd_h2f(y[i].d)), _mm256_cvtepi32_ps(p), acc);
     }
-    *s = hsum256(acc);
+    *s = bd_hsum8(acc);
 }
 
 /* ---- K-quants against Q8_K ---- */
@@ -272,13 +246,7 @@ AVX512 static inline __m512i k_scales16(uint64_t sc) {
 /* The 64 four-bit levels of chunk c (sub-blocks 2c and 2c+1) of a Q4_K / Q5_K block, in element order: the 32
  * bytes are loaded into both halves (a load-port broadcast) and the high half shifted down by 4. */
 AVX512 static inline __m512i k_nibbles(const uint8_t *q, __m512i shift, __m512i low4) {
-    return _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(q)), shift), low4);
-}
-
-/* The sum of 4 floats as ggml adds them: (v0 + v2) + (v1 + v3). */
-AVX512 static inline float hsum128(__m128 v) {
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+    return _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i64x4(bd_load32(q)), shift), low4);
 }
 
 /* The shared loop of Q4_K and Q5_K (q5: the block has the 5th-bit plane qh before qs), for ny activation
@@ -312,7 +280,7 @@ AVX512 static INLINE void dot_k45_n(int64_t nb, const uint8_t *xb, size_t xstrid
         __m512i l2 = k_nibbles(q + 64, shift, low4), l3 = k_nibbles(q + 96, shift, low4);
         if (q5) {
             /* The 5th bit of sub-block j is bit j of the qh byte at the level's position. */
-            const __m512i hh = _mm512_broadcast_i64x4(load32(xb + 4 + BD_K_SCALE_SIZE));
+            const __m512i hh = _mm512_broadcast_i64x4(bd_load32(xb + 4 + BD_K_SCALE_SIZE));
             const __m512i bit1 = _mm512_slli_epi16(bit0, 2), bit2 = _mm512_slli_epi16(bit0, 4);
             const __m512i bit3 = _mm512_slli_epi16(bit0, 6);
             l0 = _mm512_mask_add_epi8(l0, _mm512_test_epi8_mask(hh, bit0), l0, sixteen);
@@ -338,7 +306,7 @@ AVX512 static INLINE void dot_k45_n(int64_t nb, const uint8_t *xb, size_t xstrid
             /* d * y.d and -(dmin * y.d) */
             const __m128 dd = _mm_xor_ps(_mm_mul_ps(xdd, _mm_set1_ps(y->d)), _mm_setr_ps(0.0f, -0.0f, 0.0f, 0.0f));
             acc[j] = _mm256_fmadd_ps(_mm256_broadcastss_ps(dd), _mm256_cvtepi32_ps(t8), acc[j]);
-            const __m256i mm = _mm256_madd_epi16(load32(y->bsums), m16); /* lane k: min k times its 32 levels */
+            const __m256i mm = _mm256_madd_epi16(bd_load32(y->bsums), m16); /* lane k: min k times its 32 levels */
             const __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(mm), _mm256_extracti128_si256(mm, 1));
             if (q5) {
                 const __m128i m2 = _mm_add_epi32(m4, _mm_unpackhi_epi64(m4, m4));
@@ -349,7 +317,7 @@ AVX512 static INLINE void dot_k45_n(int64_t nb, const uint8_t *xb, size_t xstrid
             }
         }
     }
-    for (int j = 0; j < ny; j++) s[j * bs] = hsum256(acc[j]) + (q5 ? summ[j] : hsum128(macc[j]));
+    for (int j = 0; j < ny; j++) s[j * bs] = bd_hsum8(acc[j]) + (q5 ? summ[j] : bd_hsum4(macc[j]));
 }
 
 AVX512 static void dot_q4_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
@@ -392,7 +360,7 @@ AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const ui
             const __m512i l = load64(ql);
             /* Low half: qh bits 0-1 (levels 0..31 of this half); high half: bits 2-3 (levels 32..63). Bits 4-5
              * of the same vector are those of levels 64..95 and 96..127. */
-            const __m512i hz = _mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(qh)), shift2);
+            const __m512i hz = _mm512_srlv_epi16(_mm512_broadcast_i64x4(bd_load32(qh)), shift2);
             lv[2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), top2));
             lv[2 * h + 1] =
                 _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_and_si512(hz, top2));
@@ -401,7 +369,7 @@ AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const ui
             sv[2 * h + 1] = _mm512_permutexvar_epi16(idx, scz);
             idx = _mm512_add_epi16(idx, four);
         }
-        const float xd = h2f(x[i].d);
+        const float xd = bd_h2f(x[i].d);
         for (int j = 0; j < ny; j++) {
             const bd_block_q8_K *y = (const bd_block_q8_K *)(yb + (size_t)j * by) + i;
             const int8_t *a = y->qs;
@@ -411,11 +379,11 @@ AVX512 static INLINE void dot_q6_K_n(int64_t n, const bd_block_q6_K *x, const ui
             /* Fold to ggml's 8 lanes (k: elements with (e % 32) / 4 == k), minus the -32 offset of every level
              * as ggml spreads it: lane k gets 32 * (sc[2k] * bsums[2k] + sc[2k+1] * bsums[2k+1]). */
             __m256i i8 = _mm256_add_epi32(_mm512_castsi512_si256(isum), _mm512_extracti64x4_epi64(isum, 1));
-            i8 = _mm256_sub_epi32(i8, _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y->bsums)), 5));
+            i8 = _mm256_sub_epi32(i8, _mm256_slli_epi32(_mm256_madd_epi16(sc16, bd_load32(y->bsums)), 5));
             acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(xd * y->d), _mm256_cvtepi32_ps(i8), acc[j]);
         }
     }
-    for (int j = 0; j < ny; j++) s[j * bs] = hsum256(acc[j]);
+    for (int j = 0; j < ny; j++) s[j * bs] = bd_hsum8(acc[j]);
 }
 
 AVX512 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {

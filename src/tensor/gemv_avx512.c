@@ -16,48 +16,17 @@
 #include <string.h>
 
 #include "tensor/gemv_impl.h"
+#include "tensor/lanes_x86.h"
 #include "tensor/quant.h"
 #include "tensor/types.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) inline
 
-AVX512 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-AVX512 static inline __m256i load32(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-AVX512 static inline __m512i join(__m256i lo, __m256i hi) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-}
 AVX512 static inline __m512 join_ps(__m256 lo, __m256 hi) {
     return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
 }
 AVX512 static inline __m256 hi8(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
-
-/* vec_dot's 8-lane reduction: (lo128 + hi128), then the high pair onto the low pair, then lane 0 + lane 1. */
-AVX512 static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* The sum of 4 floats as vec_dot adds them: (v0 + v2) + (v1 + v3). */
-AVX512 static inline float hsum128(__m128 v) {
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
-}
-
-/* The fp16 scales of 8 blocks (the first at p, the others stride bytes apart) as 8 floats. */
-AVX512 static inline __m256 scales8(const uint8_t *p, size_t stride) {
-    uint64_t lo = 0, hi = 0;
-    for (int k = 0; k < 4; k++) {
-        uint16_t a, b;
-        memcpy(&a, p + k * stride, 2);
-        memcpy(&b, p + (k + 4) * stride, 2);
-        lo |= (uint64_t)a << (16 * k);
-        hi |= (uint64_t)b << (16 * k);
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
-}
 
 /* Rows are walked in groups; while a group is computed, the same bytes of the next group are prefetched into
  * L2 (a row group is a few KiB to a few tens of KiB: far enough to cover the memory latency, near enough to
@@ -75,13 +44,13 @@ AVX512 static INLINE void q8_0_rows(int64_t nb, const uint8_t *const *rp, const 
     for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
-        const __m256 yd = scales8((const uint8_t *)&y[b].d, sizeof *y);
+        const __m256 yd = bd_scales8((const uint8_t *)&y[b].d, sizeof *y);
         __m512 dp[4]; /* lanes 0..7: row a's d products of the 8 blocks, lanes 8..15: row b's */
         for (int p = 0; p < P; p++) {
             const bd_block_q8_0 *wa = (const bd_block_q8_0 *)rp[2 * p] + b;
             const bd_block_q8_0 *wb = (const bd_block_q8_0 *)rp[2 * p + 1] + b;
-            dp[p] = join_ps(_mm256_mul_ps(scales8((const uint8_t *)&wa->d, sizeof *wa), yd),
-                            _mm256_mul_ps(scales8((const uint8_t *)&wb->d, sizeof *wb), yd));
+            dp[p] = join_ps(_mm256_mul_ps(bd_scales8((const uint8_t *)&wa->d, sizeof *wa), yd),
+                            _mm256_mul_ps(bd_scales8((const uint8_t *)&wb->d, sizeof *wb), yd));
             if (pf) {
                 for (int l = 0; l < 5; l++) {
                     _mm_prefetch((const char *)wa + pf + 64 * l, _MM_HINT_T1);
@@ -91,11 +60,11 @@ AVX512 static INLINE void q8_0_rows(int64_t nb, const uint8_t *const *rp, const 
         }
         __m512i idx = idx0;
         for (int k = 0; k < 8; k++, idx = _mm512_add_epi32(idx, one)) {
-            const __m512i yv = _mm512_broadcast_i64x4(load32(y[b + k].qs));
+            const __m512i yv = _mm512_broadcast_i64x4(bd_load32(y[b + k].qs));
             for (int p = 0; p < P; p++) {
                 const bd_block_q8_0 *wa = (const bd_block_q8_0 *)rp[2 * p] + b + k;
                 const bd_block_q8_0 *wb = (const bd_block_q8_0 *)rp[2 * p + 1] + b + k;
-                const __m512i wv = join(load32(wa->qs), load32(wb->qs));
+                const __m512i wv = bd_join256(bd_load32(wa->qs), bd_load32(wb->qs));
                 /* |w| (unsigned) times y carrying w's sign: 4 exact products per 32-bit lane, as vec_dot. */
                 const __m512i sy = _mm512_mask_sub_epi8(yv, _mm512_movepi8_mask(wv), zero, yv);
                 const __m512i prod = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wv), sy);
@@ -104,21 +73,21 @@ AVX512 static INLINE void q8_0_rows(int64_t nb, const uint8_t *const *rp, const 
         }
     }
     for (; b < nb; b++) {
-        const __m512i yv = _mm512_broadcast_i64x4(load32(y[b].qs));
-        const float yd = h2f(y[b].d);
+        const __m512i yv = _mm512_broadcast_i64x4(bd_load32(y[b].qs));
+        const float yd = bd_h2f(y[b].d);
         for (int p = 0; p < P; p++) {
             const bd_block_q8_0 *wa = (const bd_block_q8_0 *)rp[2 * p] + b;
             const bd_block_q8_0 *wb = (const bd_block_q8_0 *)rp[2 * p + 1] + b;
-            const __m512i wv = join(load32(wa->qs), load32(wb->qs));
+            const __m512i wv = bd_join256(bd_load32(wa->qs), bd_load32(wb->qs));
             const __m512i sy = _mm512_mask_sub_epi8(yv, _mm512_movepi8_mask(wv), zero, yv);
             const __m512i prod = _mm512_dpbusd_epi32(zero, _mm512_abs_epi8(wv), sy);
-            const __m512 d = join_ps(_mm256_set1_ps(h2f(wa->d) * yd), _mm256_set1_ps(h2f(wb->d) * yd));
+            const __m512 d = join_ps(_mm256_set1_ps(bd_h2f(wa->d) * yd), _mm256_set1_ps(bd_h2f(wb->d) * yd));
             acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(prod), acc[p]);
         }
     }
     for (int p = 0; p < P; p++) {
-        *out[2 * p] = hsum256(_mm512_castps512_ps256(acc[p]));
-        *out[2 * p + 1] = hsum256(hi8(acc[p]));
+        *out[2 * p] = bd_hsum8(_mm512_castps512_ps256(acc[p]));
+        *out[2 * p + 1] = bd_hsum8(hi8(acc[p]));
     }
 }
 
@@ -154,19 +123,19 @@ AVX512 static INLINE void f16_rows(int64_t n, const uint16_t *const *rp, const u
     const int64_t np = n & ~(int64_t)63;
     for (int64_t i = 0; i < np; i += 64) {
         __m512 yv[4];
-        for (int j = 0; j < 4; j++) yv[j] = _mm512_cvtph_ps(load32(y + i + 16 * j));
+        for (int j = 0; j < 4; j++) yv[j] = _mm512_cvtph_ps(bd_load32(y + i + 16 * j));
         for (int r = 0; r < R; r++) {
             if (pf) {
                 _mm_prefetch((const char *)(rp[r] + i) + pf, _MM_HINT_T1);
                 _mm_prefetch((const char *)(rp[r] + i) + pf + 64, _MM_HINT_T1);
             }
-            for (int j = 0; j < 4; j++) a[r][j] = _mm512_fmadd_ps(_mm512_cvtph_ps(load32(rp[r] + i + 16 * j)), yv[j], a[r][j]);
+            for (int j = 0; j < 4; j++) a[r][j] = _mm512_fmadd_ps(_mm512_cvtph_ps(bd_load32(rp[r] + i + 16 * j)), yv[j], a[r][j]);
         }
     }
     for (int r = 0; r < R; r++) {
         const float red = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][2]), _mm512_add_ps(a[r][1], a[r][3])));
         double sum = red;
-        for (int64_t i = np; i < n; i++) sum += (double)(h2f(rp[r][i]) * h2f(y[i]));
+        for (int64_t i = np; i < n; i++) sum += (double)(bd_h2f(rp[r][i]) * bd_h2f(y[i]));
         *out[r] = (float)sum;
     }
 }
@@ -197,10 +166,10 @@ AVX512 static void gemv_f16(int64_t n, float *s, const void *w, size_t wrow, int
 /* Q4_K / Q8_K activations of one block as 4 vectors matching the nibble planes below: [sb0|sb2], [sb1|sb3],
  * [sb4|sb6], [sb5|sb7] (sbj = the 32 activations of sub-block j). */
 AVX512 static inline void q4_K_act(const int8_t *a, __m512i *Y) {
-    Y[0] = join(load32(a), load32(a + 64));
-    Y[1] = join(load32(a + 32), load32(a + 96));
-    Y[2] = join(load32(a + 128), load32(a + 192));
-    Y[3] = join(load32(a + 160), load32(a + 224));
+    Y[0] = bd_join256(bd_load32(a), bd_load32(a + 64));
+    Y[1] = bd_join256(bd_load32(a + 32), bd_load32(a + 96));
+    Y[2] = bd_join256(bd_load32(a + 128), bd_load32(a + 192));
+    Y[3] = bd_join256(bd_load32(a + 160), bd_load32(a + 224));
 }
 
 /* One Q4_K block's integer sums, 16 lanes (low half: sub-blocks 0, 2, 4, 6; high: 1... folded later):
@@ -235,7 +204,7 @@ typedef struct {
 
 AVX512 static inline void q4_K_prepare(const bd_block_q8_K *y, q4_K_prep *pp) {
     q4_K_act(y->qs, pp->Y);
-    pp->bs2 = _mm256_cvtepi32_epi16(_mm256_madd_epi16(load32(y->bsums), _mm256_set1_epi16(1)));
+    pp->bs2 = _mm256_cvtepi32_epi16(_mm256_madd_epi16(bd_load32(y->bsums), _mm256_set1_epi16(1)));
     pp->d = y->d;
 }
 
@@ -289,8 +258,8 @@ AVX512 static INLINE void q4_K_rows(int64_t nb, const uint8_t *const *rp, const 
     }
     for (int p = 0; p < P; p++) {
         const __m128 ma4 = _mm256_castps256_ps128(macc[p]), mb4 = _mm256_extractf128_ps(macc[p], 1);
-        *out[2 * p] = hsum256(_mm512_castps512_ps256(acc[p])) + hsum128(ma4);
-        *out[2 * p + 1] = hsum256(hi8(acc[p])) + hsum128(mb4);
+        *out[2 * p] = bd_hsum8(_mm512_castps512_ps256(acc[p])) + bd_hsum4(ma4);
+        *out[2 * p + 1] = bd_hsum8(hi8(acc[p])) + bd_hsum4(mb4);
     }
 }
 
@@ -331,7 +300,7 @@ AVX512 static inline __m512i q6_K_isum(const bd_block_q6_K *x, const int8_t *a, 
         const __m512i l = _mm512_loadu_si512(x->ql + 64 * h);
         /* low half: qh bits 0-1 (levels 0..31 of this half of the block), high half: bits 2-3 (32..63); bits
          * 4-5 of the same vector are those of levels 64..95 and 96..127 */
-        const __m512i hz = _mm512_srlv_epi16(_mm512_broadcast_i64x4(load32(x->qh + 32 * h)), shift2);
+        const __m512i hz = _mm512_srlv_epi16(_mm512_broadcast_i64x4(bd_load32(x->qh + 32 * h)), shift2);
         const __m512i l0 = _mm512_or_si512(_mm512_and_si512(l, low4), _mm512_and_si512(_mm512_slli_epi16(hz, 4), top2));
         const __m512i l1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), _mm512_and_si512(hz, top2));
         isum = _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(l0, _mm512_loadu_si512(a + 128 * h)),
@@ -356,7 +325,7 @@ AVX512 static INLINE void q6_K_rows(int64_t nb, const uint8_t *const *rp, const 
     __m512 acc[2];
     for (int p = 0; p < P; p++) acc[p] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const __m256i bs = load32(y[i].bsums);
+        const __m256i bs = bd_load32(y[i].bsums);
         for (int p = 0; p < P; p++) {
             const bd_block_q6_K *xa = (const bd_block_q6_K *)rp[2 * p] + i, *xb = (const bd_block_q6_K *)rp[2 * p + 1] + i;
             if (pf) {
@@ -370,14 +339,14 @@ AVX512 static INLINE void q6_K_rows(int64_t nb, const uint8_t *const *rp, const 
             /* the -32 offset as vec_dot spreads it: lane k gets 32 * (sc[2k] * bs[2k] + sc[2k+1] * bs[2k+1]) */
             const __m256i oa = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)xa->scales)), bs);
             const __m256i ob = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)xb->scales)), bs);
-            F = _mm512_sub_epi32(F, _mm512_slli_epi32(join(oa, ob), 5));
-            const __m512 d = join_ps(_mm256_set1_ps(h2f(xa->d) * y[i].d), _mm256_set1_ps(h2f(xb->d) * y[i].d));
+            F = _mm512_sub_epi32(F, _mm512_slli_epi32(bd_join256(oa, ob), 5));
+            const __m512 d = join_ps(_mm256_set1_ps(bd_h2f(xa->d) * y[i].d), _mm256_set1_ps(bd_h2f(xb->d) * y[i].d));
             acc[p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(F), acc[p]);
         }
     }
     for (int p = 0; p < P; p++) {
-        *out[2 * p] = hsum256(_mm512_castps512_ps256(acc[p]));
-        *out[2 * p + 1] = hsum256(hi8(acc[p]));
+        *out[2 * p] = bd_hsum8(_mm512_castps512_ps256(acc[p]));
+        *out[2 * p + 1] = bd_hsum8(hi8(acc[p]));
     }
 }
 

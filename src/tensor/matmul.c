@@ -24,6 +24,7 @@
 #include "tensor/dot.h"
 #include "tensor/gemm_q.h"
 #include "tensor/gemv.h"
+#include "tensor/lanes_x86.h"
 #include "tensor/quant.h"
 #include "tensor/simd.h"
 #include "tensor/types.h"
@@ -147,13 +148,6 @@ BD_TARGET_AVX512 static void mk512_1x1(const float *W, int64_t ldw, int64_t K, c
     mk512(W, ldw, K, x, ldx, y, ldy, add, 1, 1);
 }
 
-BD_TARGET_AVX2 static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 BD_TARGET_AVX2 MM_INLINE void mk256(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
                                     int64_t ldy, int add, const int R, const int C) {
     __m256 acc[4][3];
@@ -179,7 +173,7 @@ BD_TARGET_AVX2 MM_INLINE void mk256(const float *W, int64_t ldw, int64_t K, cons
         }
     }
     for (int r = 0; r < R; r++)
-        for (int c = 0; c < C; c++) y[c * ldy + r] = add ? y[c * ldy + r] + hsum256(acc[r][c]) : hsum256(acc[r][c]);
+        for (int c = 0; c < C; c++) y[c * ldy + r] = add ? y[c * ldy + r] + bd_hsum8(acc[r][c]) : bd_hsum8(acc[r][c]);
 }
 
 BD_TARGET_AVX2 static void mk256_4x3(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y,
