@@ -1,8 +1,8 @@
 /* logits_cmp.h — what the model conformance tests (test_qwen35.c, test_qwen3next.c) share: comparing logit rows
  * against llama.cpp's (max abs, max relative = max|diff| / max|ref| per row, top-1 agreement), a context with
  * the strict settings they compare under (F32 K/V, 2 threads), decoding a run of tokens into one sequence with
- * every row's logits kept, and reproducible random token ids. Header-only (static functions): each test is
- * its own executable. Include after test.h. */
+ * every row's logits kept, reproducible random token ids, and one prompt of the quantized-weights comparison.
+ * Header-only (static functions): each test is its own executable. Include after test.h. */
 #ifndef BRAID_TESTS_LOGITS_CMP_H
 #define BRAID_TESTS_LOGITS_CMP_H
 
@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "braid.h"
+#include "oracle_client.h"
 
 typedef struct cmp {
     double max_abs, max_rel; /* rel: max|diff| / max|ref| of a row */
@@ -87,6 +88,57 @@ static inline void rand_tokens(braid_token *t, int n, int V, uint64_t seed) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         t[i] = (braid_token)((x >> 33) % (uint64_t)V);
     }
+}
+
+/* One prompt of the quantized-weights comparison, on a fresh n_ctx context of m and the oracle o (one
+ * sequence): braid's prefill of toks[0..N) against llama.cpp's prefill (into ct; *exact, if given, counts the
+ * bit-identical rows), llama.cpp token by token against its own prefill (into cself: the baseline of how well
+ * llama.cpp agrees with itself), then G greedy tokens from each. Returns how many greedy tokens agree from the
+ * start. */
+static inline int cmp_quant_prompt(braid_model *m, oracle *o, int n_ctx, const braid_token *toks, int N, int G,
+                                   cmp *ct, cmp *cself, int *exact) {
+    const int V = braid_model_n_vocab(m);
+    braid_context *c = cmp_ctx(m, n_ctx, 1, 512, 256, 8);
+    float *got = bd_mallocn((size_t)N * V, sizeof(float)), *tbt = bd_mallocn((size_t)N * V, sizeof(float));
+    uint8_t *all = bd_mallocn((size_t)N, 1);
+    braid_token *gb = bd_mallocn((size_t)G, sizeof *gb), *go = bd_mallocn((size_t)G, sizeof *go);
+    int same = 0;
+    CHECK(c && got && tbt && all && gb && go, "quantized comparison: setup");
+    if (c && got && tbt && all && gb && go) {
+        float *ref = NULL, *one = NULL;
+        int32_t rows;
+        memset(all, 1, (size_t)N);
+        CHECK_STATUS(dec(c, N, toks, 0, got, V), BRAID_OK);
+        /* llama.cpp token by token (the baseline), then one prefill batch (the reference) */
+        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
+        for (int i = 0; i < N; i++) {
+            CHECK_STATUS(oracle_decode(o, 1, toks + i, NULL, NULL, all, &one, &rows), BRAID_OK);
+            if (one) memcpy(tbt + (size_t)i * V, one, (size_t)V * 4);
+            bd_free(one);
+            one = NULL;
+        }
+        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
+        CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
+        for (int i = 0; i < N && ref && rows == N; i++) {
+            cmp_row(ct, got + (size_t)i * V, ref + (size_t)i * V, V);
+            if (exact) *exact += memcmp(got + (size_t)i * V, ref + (size_t)i * V, (size_t)V * sizeof(float)) == 0;
+            cmp_row(cself, tbt + (size_t)i * V, ref + (size_t)i * V, V);
+        }
+        bd_free(ref);
+        for (int i = 0; i < G; i++) {
+            gb[i] = argmax(i ? braid_logits(c, 0) : got + (size_t)(N - 1) * V, V);
+            CHECK_STATUS(dec(c, 1, &gb[i], 0, NULL, V), BRAID_OK);
+        }
+        CHECK_STATUS(oracle_greedy(o, G, 0, go, NULL), BRAID_OK);
+        while (same < G && gb[same] == go[same]) same++;
+    }
+    bd_free(got);
+    bd_free(tbt);
+    bd_free(all);
+    bd_free(gb);
+    bd_free(go);
+    braid_context_free(c);
+    return same;
 }
 
 #endif

@@ -448,43 +448,11 @@ static void test_quant(const char *path, const char *tname) {
     for (int pr = 0; pr < P; pr++) {
         braid_token toks[N];
         rand_tokens(toks, N, V, 100 + pr);
-        uint8_t all[N];
-        memset(all, 1, sizeof all);
-        braid_context *c = cmp_ctx(m, 1024, 1, 512, 256, 8);
-        float *got = bd_mallocn((size_t)N * V, sizeof(float)), *ref = NULL, *one = NULL;
-        int32_t rows;
-        CHECK_STATUS(dec(c, N, toks, 0, got, V), BRAID_OK);
-        /* llama.cpp token by token (baseline), then one prefill batch (the reference) */
-        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
-        float *tbt = bd_mallocn((size_t)N * V, sizeof(float));
-        for (int i = 0; i < N; i++) {
-            CHECK_STATUS(oracle_decode(o, 1, toks + i, NULL, NULL, all, &one, &rows), BRAID_OK);
-            if (one) memcpy(tbt + (size_t)i * V, one, (size_t)V * 4);
-            bd_free(one);
-        }
-        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
-        CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
-        for (int i = 0; i < N && ref; i++) {
-            cmp_row(&ct, got + (size_t)i * V, ref + (size_t)i * V, V);
-            exact += memcmp(got + (size_t)i * V, ref + (size_t)i * V, (size_t)V * sizeof(float)) == 0;
-            cmp_row(&cself, tbt + (size_t)i * V, ref + (size_t)i * V, V);
-        }
-        bd_free(ref);
-        bd_free(tbt);
-        braid_token gb[G], go[G];
-        for (int i = 0; i < G; i++) {
-            gb[i] = argmax(i ? braid_logits(c, 0) : got + (size_t)(N - 1) * V, V);
-            CHECK_STATUS(dec(c, 1, &gb[i], 0, NULL, V), BRAID_OK);
-        }
-        CHECK_STATUS(oracle_greedy(o, G, 0, go, NULL), BRAID_OK);
-        int same = 0;
-        while (same < G && gb[same] == go[same]) same++;
+        const int same = cmp_quant_prompt(m, o, 1024, toks, N, G, &ct, &cself, &exact);
         total_same += same;
         if (same < min_same) min_same = same;
         full += same == G;
         ge32 += same >= 32;
-        bd_free(got);
-        braid_context_free(c);
     }
     printf("  %-5s braid vs llama.cpp: top-1 %d/%d (%.1f%%), max rel %.3e, bit-identical rows %d/%d | llama.cpp vs "
            "itself (token by token vs prefill): top-1 %d/%d (%.1f%%), max rel %.3e\n",

@@ -301,41 +301,12 @@ static void test_quant(const char *path, const char *label) {
     enum { N = 40, P = 2, G = 40 };
     cmp ct = {0}, cself = {0};
     int total_same = 0, min_same = G;
-    uint8_t all[N];
-    memset(all, 1, sizeof all);
     for (int pr = 0; pr < P; pr++) {
-        braid_token toks[N], gb[G], go[G];
+        braid_token toks[N];
         rand_tokens(toks, N, V, 100 + pr);
-        braid_context *c = cmp_ctx(m, 512, 1, 512, 256, 8);
-        float *got = bd_mallocn((size_t)N * V, sizeof(float)), *ref = NULL, *one = NULL;
-        float *tbt = bd_mallocn((size_t)N * V, sizeof(float));
-        int32_t rows;
-        CHECK_STATUS(dec(c, N, toks, 0, got, V), BRAID_OK);
-        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
-        for (int i = 0; i < N; i++) {
-            CHECK_STATUS(oracle_decode(o, 1, toks + i, NULL, NULL, all, &one, &rows), BRAID_OK);
-            if (one) memcpy(tbt + (size_t)i * V, one, (size_t)V * 4);
-            bd_free(one);
-        }
-        CHECK_STATUS(oracle_cmd(o, NULL, "clear"), BRAID_OK);
-        CHECK_STATUS(oracle_decode(o, N, toks, NULL, NULL, all, &ref, &rows), BRAID_OK);
-        for (int i = 0; i < N && ref && rows == N; i++) {
-            cmp_row(&ct, got + (size_t)i * V, ref + (size_t)i * V, V);
-            cmp_row(&cself, tbt + (size_t)i * V, ref + (size_t)i * V, V);
-        }
-        bd_free(ref);
-        for (int i = 0; i < G; i++) {
-            gb[i] = argmax(i ? braid_logits(c, 0) : got + (size_t)(N - 1) * V, V);
-            CHECK_STATUS(dec(c, 1, &gb[i], 0, NULL, V), BRAID_OK);
-        }
-        CHECK_STATUS(oracle_greedy(o, G, 0, go, NULL), BRAID_OK);
-        int same = 0;
-        while (same < G && gb[same] == go[same]) same++;
+        const int same = cmp_quant_prompt(m, o, 512, toks, N, G, &ct, &cself, NULL);
         total_same += same;
         if (same < min_same) min_same = same;
-        bd_free(got);
-        bd_free(tbt);
-        braid_context_free(c);
     }
     printf("  %-22s braid vs llama.cpp: top-1 %d/%d, max rel %.3e | llama.cpp vs itself: top-1 %d/%d, max rel "
            "%.3e | greedy %d after %d prompts: identical for min %d, mean %.1f\n",
