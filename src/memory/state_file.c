@@ -25,33 +25,43 @@ static braid_status file_write(void *user, const void *data, size_t n) {
     return BRAID_OK;
 }
 
-/* The temporary gets the mode a plain creation would give (0666 less the umask), or the mode of the file it
- * replaces, rather than mkstemp's 0600: a saved state should not change who may read it. */
-static void set_mode(int fd, const char *path) {
-    struct stat old;
-    if (stat(path, &old) == 0) {
-        (void)fchmod(fd, old.st_mode & 07777);
-        return;
+/* Creates the temporary "<path>.tmp.<pid>.<n>" exclusively, with the mode a plain creation would give (0666
+ * less the umask, applied by open itself) or, when it replaces a file, that file's mode: a saved state should
+ * not change who may read it. (Not mkstemp: its 0600 would have to be widened by reading the umask, which can
+ * only be done by setting it, a race with other threads creating files.) *tmp is bd_malloc'd; NULL on failure. */
+static int open_temp(const char *path, char **tmp) {
+    static _Atomic unsigned serial;
+    size_t cap = strlen(path) + 48;
+    if (!(*tmp = bd_malloc(cap))) {
+        errno = ENOMEM;
+        return -1;
     }
-    mode_t mask = umask(0); /* read by setting; restored at once */
-    umask(mask);
-    (void)fchmod(fd, 0666 & ~mask);
+    struct stat old;
+    const int replace = stat(path, &old) == 0;
+    for (int tries = 0; tries < 100; tries++) {
+        snprintf(*tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), serial++);
+        int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            if (replace) (void)fchmod(fd, old.st_mode & 07777);
+            return fd;
+        }
+        if (errno != EEXIST) break;
+    }
+    int e = errno;
+    bd_free(*tmp);
+    *tmp = NULL;
+    errno = e;
+    return -1;
 }
 
 braid_status mem_state_save_file(const mem *m, int32_t s, uint64_t fingerprint, const char *desc, const char *path) {
     if (!path || !*path) return bd_error(BRAID_E_INVALID, "state: empty file name");
-    size_t len = strlen(path);
-    char *tmp = bd_malloc(len + sizeof ".tmp.XXXXXX");
-    if (!tmp) return bd_error(BRAID_E_NOMEM, "state: out of memory");
-    memcpy(tmp, path, len);
-    memcpy(tmp + len, ".tmp.XXXXXX", sizeof ".tmp.XXXXXX");
-    int fd = mkstemp(tmp);
+    char *tmp = NULL;
+    int fd = open_temp(path, &tmp);
     if (fd < 0) {
-        braid_status st = bd_error(BRAID_E_IO, "state: cannot create a file beside %s: %s", path, strerror(errno));
-        bd_free(tmp);
-        return st;
+        if (errno == ENOMEM) return bd_error(BRAID_E_NOMEM, "state: out of memory");
+        return bd_error(BRAID_E_IO, "state: cannot create a file beside %s: %s", path, strerror(errno));
     }
-    set_mode(fd, path);
     braid_status st = BRAID_OK;
     FILE *f = fdopen(fd, "wb");
     if (!f) {

@@ -1,7 +1,7 @@
 /* test_state_file.c — saving and loading memory states through files (src/memory/state_file.c): a save that
  * fails part-way (the file-size limit cuts the write) or cannot start leaves the previous file byte for byte
- * and no temporary beside it; a successful save replaces the file atomically and keeps its permissions; loads
- * of things that are not state files fail cleanly and change nothing. */
+ * and no temporary beside it; a new file gets 0666 less the umask, a successful save replaces the file atomically
+ * and keeps its permissions; loads of things that are not state files fail cleanly and change nothing. */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,6 +59,11 @@ int main(void) {
     void *first = test_read_file(path, &n0);
     CHECK(first && n0 > 64, "first state %zu bytes", n0);
     CHECK(count_entries(dir) == 1, "only the state file after a save");
+    mode_t mask = umask(022); /* the test is single-threaded: reading the umask by setting it is safe here */
+    umask(mask);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == (0666 & ~mask), "a new state file gets 0666 less the umask: %o",
+          (unsigned)(sb.st_mode & 0777));
     CHECK(chmod(path, 0640) == 0, "chmod");
 
     /* Failure part-way: the file-size limit makes a write fail with EFBIG after a few hundred bytes. */
@@ -85,7 +90,6 @@ int main(void) {
     /* Saving onto a directory's name fails at the rename and leaves the directory and no temporary. */
     CHECK(mkdir(sub, 0755) == 0, "mkdir");
     CHECK_STATUS(mem_state_save_file(b, -1, FP, "x", sub), BRAID_E_IO);
-    struct stat sb;
     CHECK(stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode), "directory still there");
     CHECK(count_entries(dir) == 2, "state file and directory only (%d entries)", count_entries(dir));
 
