@@ -58,7 +58,7 @@ static double time_matvec4(const bd_dot_traits *dt, const uint8_t *w, size_t row
     double best = 1e30;
     for (int r = 0; r < runs; r++) {
         const double t0 = now();
-        for (int i = 0; i < ROWS; i++) dt->vec_dot_n(N, &out[i], ROWS, w + (size_t)i * row_bytes, act4, act_bytes, 4);
+        for (int i = 0; i < ROWS; i++) bd_vec_dot_rows(dt, N, &out[i], ROWS, w + (size_t)i * row_bytes, act4, act_bytes, 4);
         const double t = now() - t0;
         if (t < best) best = t;
     }

@@ -2,7 +2,7 @@
  *
  * The reader must size and bounds-check every tensor, including types braid cannot compute with (a file may
  * hold them; `braid gguf` should still list it), so it needs the block size and bytes per block of all known
- * ids, not only braid's supported set (that lives in src/tensor/types.h with the kernels). Figures are
+ * ids, not only the types braid computes with (tensor/dot.h's bd_type_supported). Figures are
  * ggml's (ggml_blck_size / ggml_type_size of libggml-base 3.22.1). Ids that ggml removed (4, 5, 31-33,
  * 36-38) are unknown here, so a file that uses them is rejected. */
 #include "gguf/gguf.h"
@@ -40,12 +40,4 @@ int gguf_type_block(uint32_t type, int64_t *blck, size_t *bytes) {
 const char *gguf_type_name(uint32_t type) {
     if (type >= N_ROWS || rows[type].blck == 0) return "unknown";
     return rows[type].name;
-}
-
-int gguf_type_supported(uint32_t type) {
-    switch (type) {
-    case BRAID_TYPE_F32: case BRAID_TYPE_F16: case BRAID_TYPE_Q4_0: case BRAID_TYPE_Q8_0:
-    case BRAID_TYPE_Q4_K: case BRAID_TYPE_Q5_K: case BRAID_TYPE_Q6_K: case BRAID_TYPE_BF16: return 1;
-    default: return 0;
-    }
 }

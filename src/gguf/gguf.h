@@ -90,7 +90,7 @@ typedef struct gguf_file gguf_file;
 
 /* Opens and validates a file (mmap'd, read-only). On success *out owns it; release with gguf_close.
  * Tensor types: any id that gguf_type_block knows is accepted (so any llama.cpp file can be listed); the model
- * loader decides which of them it can compute with (gguf_type_supported). Tensors may be in any order and
+ * loader decides which of them it can compute with (tensor/dot.h: bd_type_supported). Tensors may be in any order and
  * leave gaps (llama.cpp insists on consecutive padded offsets); they must be aligned, in the file and
  * disjoint. As with any mapping, a file truncated by another process while open faults when its data is read. */
 BRAID_NODISCARD braid_status gguf_open(const char *path, gguf_file **out);
@@ -140,7 +140,6 @@ size_t gguf_vtype_size(gguf_vtype t); /* bytes of a fixed-size element; 0 for ST
  * gguf_type_block: 1 and the block geometry for a known id, 0 for an unknown one (outputs untouched). */
 int gguf_type_block(uint32_t type, int64_t *blck, size_t *bytes);
 const char *gguf_type_name(uint32_t type); /* "f32", "q4_K", ...; "unknown" for an unknown id */
-int gguf_type_supported(uint32_t type);    /* 1 for the braid_type ids braid computes with */
 
 /* ---- writer -------------------------------------------------------------------------------------------- */
 

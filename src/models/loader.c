@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/status.h"
+#include "tensor/dot.h"
 #include "tensor/types.h"
 
 braid_status bd_loader_init(bd_loader *l, const gguf_file *f, const char *arch) {
@@ -125,7 +126,7 @@ braid_status bd_bind3(bd_loader *l, const char *name, int64_t ne0, int64_t ne1, 
                         want, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
     }
     const bd_type_traits *tr = bd_type_traits_get(t->type);
-    if (!tr || tr->blck_size == 0 || t->type == BD_TYPE_Q8_K)
+    if (!tr || !bd_type_supported(t->type))
         return bd_error(BRAID_E_UNSUPPORTED, "tensor %s has unsupported type %u", name, t->type);
     if (f32_only && t->type != BRAID_TYPE_F32)
         return bd_error(BRAID_E_FORMAT, "tensor %s must be F32, is %s", name, tr->name);

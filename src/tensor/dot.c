@@ -1,9 +1,11 @@
-/* dot.c — picks the dot-product implementations once, for the CPU in use.
+/* dot.c — the kernel table (dot.h) and the SIMD level (simd.h), decided once, for the CPU in use.
  *
  * Level: the best of avx512 (F, BW, VL, VNNI), avx2 (with FMA and F16C) and scalar the CPU supports, or a
  * lower one forced by BRAID_SIMD=scalar|avx2|avx512 (tests compare the levels; asking for a level the CPU
- * lacks falls back to the best one it has, with a warning). */
+ * lacks falls back to the best one it has, with a warning). This is the one dispatch: the dot products, the
+ * gemv and GEMM kernels (all in the table) and every other kernel's bd_simd() switch follow the same level. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +14,7 @@
 #include "tensor/dot_impl.h"
 
 static bd_dot_traits dot_table[BD_TYPE_COUNT];
-static const char *dot_level = "scalar";
+static _Atomic int dot_level = -1; /* BD_SIMD_*; -1 until dot_init ran */
 static pthread_once_t dot_once = PTHREAD_ONCE_INIT;
 
 const char *const bd_dot_level_names[BD_SIMD_AVX512 + 1] = {"scalar", "avx2", "avx512"};
@@ -24,10 +26,32 @@ int bd_dot_cpu_level(void) {
     return have_avx512 ? BD_SIMD_AVX512 : have_avx2 ? BD_SIMD_AVX2 : BD_SIMD_SCALAR;
 }
 
-void bd_dot_fill_level(bd_dot_traits table[BD_TYPE_COUNT], int level) {
-    bd_dot_fill_scalar(table);
-    if (level >= BD_SIMD_AVX2) bd_dot_fill_avx2(table);
-    if (level >= BD_SIMD_AVX512) bd_dot_fill_avx512(table);
+/* Runs one level's fills, then drops a lower level's vec_dot_n where this level replaced the vec_dot alone. */
+static void fill_one(bd_dot_traits t[BD_TYPE_COUNT], void (*const fills[])(bd_dot_traits *), int n_fills) {
+    bd_vec_dot_fn dot[BD_TYPE_COUNT];
+    bd_vec_dot_n_fn dot_n[BD_TYPE_COUNT];
+    for (int ty = 0; ty < BD_TYPE_COUNT; ty++) dot[ty] = t[ty].vec_dot, dot_n[ty] = t[ty].vec_dot_n;
+    for (int i = 0; i < n_fills; i++) fills[i](t);
+    for (int ty = 0; ty < BD_TYPE_COUNT; ty++)
+        if (t[ty].vec_dot != dot[ty] && t[ty].vec_dot_n == dot_n[ty]) t[ty].vec_dot_n = NULL;
+}
+
+void bd_dot_fill_level(bd_dot_traits t[BD_TYPE_COUNT], int level) {
+    memset(t, 0, sizeof(bd_dot_traits) * BD_TYPE_COUNT);
+    for (uint32_t ty = 0; ty < BD_TYPE_COUNT; ty++) {
+        const bd_type_traits *row = bd_type_traits_get(ty);
+        if (row && row->act_from_float) t[ty].vec_dot_type = row->vec_dot_type, t[ty].from_float = row->act_from_float;
+    }
+    static void (*const scalar[])(bd_dot_traits *) = {bd_dot_fill_scalar};
+    static void (*const avx2[])(bd_dot_traits *) = {bd_dot_fill_avx2};
+    static void (*const avx512[])(bd_dot_traits *) = {bd_dot_fill_avx512, bd_gemv_fill_avx512,
+                                                      bd_gemm_q8_fill_avx512, bd_gemm_k_fill_avx512};
+    fill_one(t, scalar, 1);
+    if (level >= BD_SIMD_AVX2) fill_one(t, avx2, 1);
+    if (level >= BD_SIMD_AVX512) fill_one(t, avx512, (int)(sizeof avx512 / sizeof avx512[0]));
+    /* a kernel without the portable activation side would be unusable: not a supported type */
+    for (int ty = 0; ty < BD_TYPE_COUNT; ty++)
+        if (!t[ty].from_float) memset(&t[ty], 0, sizeof t[ty]);
 }
 
 static void dot_init(void) {
@@ -46,7 +70,7 @@ static void dot_init(void) {
         }
     }
     bd_dot_fill_level(dot_table, level);
-    dot_level = bd_dot_level_names[level];
+    atomic_store_explicit(&dot_level, level, memory_order_release);
 }
 
 const bd_dot_traits *bd_dot_traits_get(uint32_t type) {
@@ -55,7 +79,27 @@ const bd_dot_traits *bd_dot_traits_get(uint32_t type) {
     return &dot_table[type];
 }
 
-const char *bd_simd_level(void) {
+int bd_type_supported(uint32_t type) { return bd_dot_traits_get(type) != NULL; }
+
+bd_gemv_fn bd_gemv_get(uint32_t type) {
+    const bd_dot_traits *dt = bd_dot_traits_get(type);
+    return dt ? dt->gemv : NULL;
+}
+
+int bd_simd(void) {
+    const int v = atomic_load_explicit(&dot_level, memory_order_acquire);
+    if (v >= 0) return v;
     pthread_once(&dot_once, dot_init);
-    return dot_level;
+    return atomic_load_explicit(&dot_level, memory_order_acquire);
+}
+
+const char *bd_simd_level(void) { return bd_dot_level_names[bd_simd()]; }
+
+int bd_simd_override(int want) {
+    pthread_once(&dot_once, dot_init);
+    const int max = bd_dot_cpu_level();
+    const int v = want < BD_SIMD_SCALAR ? BD_SIMD_SCALAR : want > max ? max : want;
+    bd_dot_fill_level(dot_table, v);
+    atomic_store_explicit(&dot_level, v, memory_order_release);
+    return v;
 }

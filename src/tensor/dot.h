@@ -43,6 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensor/gemv.h"
+
 /* s = dot(x, y) over n elements; x is a row of the weight type, y a row of its vec_dot_type. */
 typedef void (*bd_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
 
@@ -53,16 +55,35 @@ typedef void (*bd_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y)
 #define BD_DOT_MAX_NY 4
 typedef void (*bd_vec_dot_n_fn)(int64_t n, float *s, size_t bs, const void *x, const void *y, size_t by, int ny);
 
+struct bd_gemmq_ops; /* gemm_q.h */
+
+/* A weight type's kernels at the SIMD level in use: its types.c row's activation facts plus whatever the
+ * per-level files registered (dot_impl.h). Every field but vec_dot_type, vec_dot and from_float may be NULL. */
 typedef struct bd_dot_traits {
-    uint32_t vec_dot_type; /* the type activations are converted to (ggml id) */
+    uint32_t vec_dot_type; /* the type activations are converted to (ggml id): the type row's */
     bd_vec_dot_fn vec_dot;
-    /* Converts n activations to vec_dot_type (for F32 weights: a copy). */
+    /* Converts n activations to vec_dot_type (for F32 weights: a copy): the type row's act_from_float, or a
+     * faster one a level registered that gives the same bytes. */
     void (*from_float)(const float *src, void *dst, int64_t n);
-    bd_vec_dot_n_fn vec_dot_n; /* never NULL: a loop over vec_dot where no faster version exists */
+    bd_vec_dot_n_fn vec_dot_n;        /* NULL: call vec_dot per row (bd_vec_dot_rows does) */
+    bd_gemv_fn gemv;                  /* decode kernel (gemv.h); NULL: the caller loops over vec_dot */
+    const struct bd_gemmq_ops *gemm;  /* prompt GEMM (gemm_q.h); NULL: the vec_dot path */
 } bd_dot_traits;
 
-/* The dot traits of a weight type for the CPU in use, or NULL if unsupported. */
+/* vec_dot_n where the level has one, else vec_dot row by row (the same bits). */
+static inline void bd_vec_dot_rows(const bd_dot_traits *dt, int64_t n, float *s, size_t bs, const void *x,
+                                   const void *y, size_t by, int ny) {
+    if (dt->vec_dot_n) {
+        dt->vec_dot_n(n, s, bs, x, y, by, ny);
+        return;
+    }
+    for (int j = 0; j < ny; j++) dt->vec_dot(n, s + (size_t)j * bs, x, (const uint8_t *)y + (size_t)j * by);
+}
+
+/* The kernels of a weight type for the CPU in use, or NULL if braid cannot compute with the type. */
 const bd_dot_traits *bd_dot_traits_get(uint32_t type);
+/* 1 if braid computes with weights of this type (at every level: each has a portable vec_dot), else 0. */
+int bd_type_supported(uint32_t type);
 /* Which SIMD level the dispatcher chose: "avx512", "avx2", or "scalar". BRAID_SIMD=scalar|avx2|avx512
  * forces a level (lower than the CPU's best: for tests and benchmarks that compare variants). */
 const char *bd_simd_level(void);

@@ -5,7 +5,7 @@
  * weights' levels are unsigned (nibbles 0..15, Q5_K 0..31, Q6_K 0..63) and the activations are signed; the
  * constant offsets (Q4_0's -8, Q6_K's -32) come out of the activation sums. Pair sums stay far from int16
  * saturation (63 * 127 * 2 < 32767). Within a block the sums are integers, converted to float once per block.
- * Block scales are converted 8 at a time; vec_dot_n is a loop over vec_dot at this level. Every result is
+ * Block scales are converted 8 at a time; there is no vec_dot_n at this level. Every result is
  * bit-identical to ggml's AVX-512 build (the float order in dot.h; for F16 / F32 each 16-lane register is
  * emulated by two 8-lane halves). */
 #include <immintrin.h>
@@ -275,15 +275,6 @@ AVX2 static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *
     *s = bd_hsum8(acc);
 }
 
-BD_DOT_N_LOOP(dot_f32_n, dot_f32)
-BD_DOT_N_LOOP(dot_f16_n, dot_f16)
-BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
-BD_DOT_N_LOOP(dot_q8_0_q8_0_n, dot_q8_0_q8_0)
-BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
-BD_DOT_N_LOOP(dot_q4_K_q8_K_n, dot_q4_K_q8_K)
-BD_DOT_N_LOOP(dot_q5_K_q8_K_n, dot_q5_K_q8_K)
-BD_DOT_N_LOOP(dot_q6_K_q8_K_n, dot_q6_K_q8_K)
-
 void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32;
     t[BD_TYPE_F16].vec_dot = dot_f16;
@@ -296,12 +287,4 @@ void bd_dot_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
     t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
     t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;
-    t[BD_TYPE_F32].vec_dot_n = dot_f32_n;
-    t[BD_TYPE_F16].vec_dot_n = dot_f16_n;
-    t[BD_TYPE_BF16].vec_dot_n = dot_bf16_n;
-    t[BD_TYPE_Q8_0].vec_dot_n = dot_q8_0_q8_0_n;
-    t[BD_TYPE_Q4_0].vec_dot_n = dot_q4_0_q8_0_n;
-    t[BD_TYPE_Q4_K].vec_dot_n = dot_q4_K_q8_K_n;
-    t[BD_TYPE_Q5_K].vec_dot_n = dot_q5_K_q8_K_n;
-    t[BD_TYPE_Q6_K].vec_dot_n = dot_q6_K_q8_K_n;
 }

@@ -396,22 +396,12 @@ AVX512 static void dot_q6_K_q8_K_n(int64_t n, float *s, size_t bs, const void *v
 #undef CALL
 }
 
-BD_DOT_N_LOOP(dot_f32_n, dot_f32)
-BD_DOT_N_LOOP(dot_f16_n, dot_f16)
-BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
-BD_DOT_N_LOOP(dot_bf16_native_n, dot_bf16_native)
-BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
-
 void bd_dot_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32;
     t[BD_TYPE_F16].vec_dot = dot_f16;
     t[BD_TYPE_F16].from_float = to_fp16_act;
     t[BD_TYPE_BF16].vec_dot = bd_cpu_get()->avx512bf16 ? dot_bf16_native : dot_bf16;
-    t[BD_TYPE_BF16].vec_dot_n = bd_cpu_get()->avx512bf16 ? dot_bf16_native_n : dot_bf16_n;
-    t[BD_TYPE_F32].vec_dot_n = dot_f32_n;
-    t[BD_TYPE_F16].vec_dot_n = dot_f16_n;
     t[BD_TYPE_Q8_0].vec_dot_n = dot_q8_0_q8_0_n;
-    t[BD_TYPE_Q4_0].vec_dot_n = dot_q4_0_q8_0_n;
     t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0;
     t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0;
     t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;

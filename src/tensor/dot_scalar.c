@@ -193,22 +193,15 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     *s = reduce8(acc);
 }
 
-BD_DOT_N_LOOP(dot_f32_n, dot_f32)
-BD_DOT_N_LOOP(dot_f16_n, dot_f16)
-BD_DOT_N_LOOP(dot_bf16_n, dot_bf16)
-BD_DOT_N_LOOP(dot_q8_0_q8_0_n, dot_q8_0_q8_0)
-BD_DOT_N_LOOP(dot_q4_0_q8_0_n, dot_q4_0_q8_0)
-BD_DOT_N_LOOP(dot_q4_K_q8_K_n, dot_q4_K_q8_K)
-BD_DOT_N_LOOP(dot_q5_K_q8_K_n, dot_q5_K_q8_K)
-BD_DOT_N_LOOP(dot_q6_K_q8_K_n, dot_q6_K_q8_K)
 
+/* The portable kernels: a vec_dot for every weight type (the activation side is each type's types.c row). */
 void bd_dot_fill_scalar(bd_dot_traits t[BD_TYPE_COUNT]) {
-    t[BD_TYPE_F32] = (bd_dot_traits){BD_TYPE_F32, dot_f32, bd_fp32_copy_act, dot_f32_n};
-    t[BD_TYPE_F16] = (bd_dot_traits){BD_TYPE_F16, dot_f16, bd_fp32_to_fp16_act, dot_f16_n};
-    t[BD_TYPE_BF16] = (bd_dot_traits){BD_TYPE_BF16, dot_bf16, bd_fp32_to_bf16_act, dot_bf16_n};
-    t[BD_TYPE_Q8_0] = (bd_dot_traits){BD_TYPE_Q8_0, dot_q8_0_q8_0, bd_quantize_row_q8_0_act, dot_q8_0_q8_0_n};
-    t[BD_TYPE_Q4_0] = (bd_dot_traits){BD_TYPE_Q8_0, dot_q4_0_q8_0, bd_quantize_row_q8_0_act, dot_q4_0_q8_0_n};
-    t[BD_TYPE_Q4_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q4_K_q8_K, bd_quantize_row_q8_K_ref, dot_q4_K_q8_K_n};
-    t[BD_TYPE_Q5_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q5_K_q8_K, bd_quantize_row_q8_K_ref, dot_q5_K_q8_K_n};
-    t[BD_TYPE_Q6_K] = (bd_dot_traits){BD_TYPE_Q8_K, dot_q6_K_q8_K, bd_quantize_row_q8_K_ref, dot_q6_K_q8_K_n};
+    t[BD_TYPE_F32].vec_dot = dot_f32;
+    t[BD_TYPE_F16].vec_dot = dot_f16;
+    t[BD_TYPE_BF16].vec_dot = dot_bf16;
+    t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0;
+    t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0;
+    t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
+    t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
+    t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;
 }

@@ -22,6 +22,7 @@
 
 #include <string.h>
 
+#include "tensor/dot_impl.h"
 #include "tensor/gemm_impl.h"
 #include "tensor/quant.h"
 #include "tensor/types.h"
@@ -389,16 +390,14 @@ static const bd_gemmq_ops k45_ops = {k_pack_size, k45_pack, k_rows, K_PREP / (4 
                                      k_quantize_q8_K};
 static const bd_gemmq_ops k6_ops = {k_pack_size, k_pack, k_rows, K_PREP / (4 * K6_WREC) * BD_QK_K, k_quantize_q8_K};
 
-const bd_gemmq_ops *bd_gemmq_k_ops(uint32_t wtype) {
-    if (bd_simd() != BD_SIMD_AVX512) return NULL;
-    return wtype == BD_TYPE_Q6_K ? &k6_ops : wtype == BD_TYPE_Q4_K || wtype == BD_TYPE_Q5_K ? &k45_ops : NULL;
+void bd_gemm_k_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
+    t[BD_TYPE_Q4_K].gemm = &k45_ops;
+    t[BD_TYPE_Q5_K].gemm = &k45_ops;
+    t[BD_TYPE_Q6_K].gemm = &k6_ops;
 }
 
 #else
 
-const bd_gemmq_ops *bd_gemmq_k_ops(uint32_t wtype) {
-    (void)wtype;
-    return NULL;
-}
+void bd_gemm_k_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) { (void)t; }
 
 #endif

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tensor/dot.h"
+
 enum { BD_GEMMQ_GROUP = 16 }; /* tokens per packing group (padding tokens beyond T are zeros) */
 
 typedef struct bd_gemmq_ops {
@@ -31,14 +33,11 @@ typedef struct bd_gemmq_ops {
     void (*quantize)(const float *x, void *dst, int64_t k);
 } bd_gemmq_ops;
 
-/* Q8_0 and Q4_0 weights against Q8_0 activations (gemm_q8.c), K-quants against Q8_K (gemm_k.c); NULL when
- * the type is not handled at the kernels' SIMD level (simd.h: needs AVX-512 with VNNI). */
-const bd_gemmq_ops *bd_gemmq_q8_ops(uint32_t wtype);
-const bd_gemmq_ops *bd_gemmq_k_ops(uint32_t wtype);
-
+/* The prompt GEMM of a weight type at the SIMD level in use (dot.h's table; gemm_q8.c registers Q8_0 and Q4_0
+ * against Q8_0 activations, gemm_k.c the K-quants against Q8_K, both at the AVX-512 VNNI level), or NULL. */
 static inline const bd_gemmq_ops *bd_gemmq_get(uint32_t wtype) {
-    const bd_gemmq_ops *o = bd_gemmq_q8_ops(wtype);
-    return o ? o : bd_gemmq_k_ops(wtype);
+    const bd_dot_traits *dt = bd_dot_traits_get(wtype);
+    return dt ? dt->gemm : NULL;
 }
 
 #endif

@@ -19,6 +19,7 @@
 
 #include <string.h>
 
+#include "tensor/dot_impl.h"
 #include "tensor/gemm_impl.h"
 #include "tensor/quant.h"
 #include "tensor/types.h"
@@ -189,16 +190,13 @@ static void q8_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, co
 
 static const bd_gemmq_ops q8_ops = {q8_pack_size, q8_pack, q8_rows, Q8_PREP / (4 * (Q8_WREC + 4)) * BD_QK8_0, NULL};
 
-const bd_gemmq_ops *bd_gemmq_q8_ops(uint32_t wtype) {
-    if (bd_simd() != BD_SIMD_AVX512 || (wtype != BD_TYPE_Q8_0 && wtype != BD_TYPE_Q4_0)) return NULL;
-    return &q8_ops;
+void bd_gemm_q8_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
+    t[BD_TYPE_Q8_0].gemm = &q8_ops;
+    t[BD_TYPE_Q4_0].gemm = &q8_ops;
 }
 
 #else
 
-const bd_gemmq_ops *bd_gemmq_q8_ops(uint32_t wtype) {
-    (void)wtype;
-    return NULL;
-}
+void bd_gemm_q8_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) { (void)t; }
 
 #endif

@@ -21,8 +21,9 @@
  * block size), xq one row of the type's vec_dot_type (dot.h), wrow the weight row stride in bytes. */
 typedef void (*bd_gemv_fn)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq);
 
-/* The gemv kernel of a weight type at the SIMD level in use, or NULL where there is none (then the caller loops
- * over the type's vec_dot, which gives the same bits). */
+/* The gemv kernel of a weight type at the SIMD level in use (dot.h's table: each level's file registers its
+ * kernels there), or NULL where there is none (then the caller loops over the type's vec_dot, which gives the
+ * same bits). */
 bd_gemv_fn bd_gemv_get(uint32_t type);
 
 #endif

@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #include <string.h>
 
-#include "tensor/gemv_impl.h"
+#include "tensor/dot_impl.h"
 #include "tensor/lanes_x86.h"
 #include "tensor/quant.h"
 #include "tensor/types.h"
@@ -368,12 +368,9 @@ AVX512 static void gemv_q6_K(int64_t n, float *s, const void *w, size_t wrow, in
     }
 }
 
-bd_gemv_fn bd_gemv_avx512(uint32_t type) {
-    switch (type) {
-    case BD_TYPE_Q8_0: return gemv_q8_0;
-    case BD_TYPE_F16: return gemv_f16;
-    case BD_TYPE_Q4_K: return gemv_q4_K;
-    case BD_TYPE_Q6_K: return gemv_q6_K;
-    default: return NULL;
-    }
+void bd_gemv_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
+    t[BD_TYPE_Q8_0].gemv = gemv_q8_0;
+    t[BD_TYPE_F16].gemv = gemv_f16;
+    t[BD_TYPE_Q4_K].gemv = gemv_q4_K;
+    t[BD_TYPE_Q6_K].gemv = gemv_q6_K;
 }

@@ -9,6 +9,8 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "braid.h"
+#include "tensor/dot_impl.h"
 #include "tensor/quant.h"
 
 static uint32_t f32_bits(float f) {
@@ -96,23 +98,39 @@ static void f16_from(const float *src, void *dst, int64_t n) { bd_fp32_to_fp16_r
 static void bf16_to(const void *src, float *dst, int64_t n) { bd_bf16_to_fp32_row(src, dst, n); }
 static void bf16_from(const float *src, void *dst, int64_t n) { bd_fp32_to_bf16_row(src, dst, n); }
 
+/* Activation formats: F32 weights take F32 (a copy), F16 / BF16 their own type, the 32-element formats Q8_0
+ * (as ggml's CPU backend rounds it), the K-quants Q8_K (its reference quantizer). */
+#define ACT_F32 BD_TYPE_F32, bd_fp32_copy_act
+#define ACT_F16 BD_TYPE_F16, bd_fp32_to_fp16_act
+#define ACT_BF16 BD_TYPE_BF16, bd_fp32_to_bf16_act
+#define ACT_Q8_0 BD_TYPE_Q8_0, bd_quantize_row_q8_0_act
+#define ACT_Q8_K BD_TYPE_Q8_K, bd_quantize_row_q8_K_ref
+#define ACT_NONE 0, NULL
+
 static const bd_type_traits type_table[BD_TYPE_COUNT] = {
-    [BD_TYPE_F32] = {"f32", 1, sizeof(float), 0, f32_copy_to, f32_copy_from},
-    [BD_TYPE_F16] = {"f16", 1, sizeof(uint16_t), 0, f16_to, f16_from},
-    [BD_TYPE_BF16] = {"bf16", 1, sizeof(uint16_t), 0, bf16_to, bf16_from},
-    [BD_TYPE_Q4_0] = {"q4_0", BD_QK4_0, sizeof(bd_block_q4_0), 1, bd_dequantize_row_q4_0,
-                      bd_quantize_row_q4_0_ref},
-    [BD_TYPE_Q8_0] = {"q8_0", BD_QK8_0, sizeof(bd_block_q8_0), 1, bd_dequantize_row_q8_0,
-                      bd_quantize_row_q8_0_ref},
-    [BD_TYPE_Q4_K] = {"q4_K", BD_QK_K, sizeof(bd_block_q4_K), 1, bd_dequantize_row_q4_K,
-                      bd_quantize_row_q4_K_ref},
-    [BD_TYPE_Q5_K] = {"q5_K", BD_QK_K, sizeof(bd_block_q5_K), 1, bd_dequantize_row_q5_K,
-                      bd_quantize_row_q5_K_ref},
-    [BD_TYPE_Q6_K] = {"q6_K", BD_QK_K, sizeof(bd_block_q6_K), 1, bd_dequantize_row_q6_K,
-                      bd_quantize_row_q6_K_ref},
-    [BD_TYPE_Q8_K] = {"q8_K", BD_QK_K, sizeof(bd_block_q8_K), 1, bd_dequantize_row_q8_K,
-                      bd_quantize_row_q8_K_ref},
+    [BD_TYPE_F32] = {"f32", 1, sizeof(float), 0, f32_copy_to, f32_copy_from, ACT_F32},
+    [BD_TYPE_F16] = {"f16", 1, sizeof(uint16_t), 0, f16_to, f16_from, ACT_F16},
+    [BD_TYPE_BF16] = {"bf16", 1, sizeof(uint16_t), 0, bf16_to, bf16_from, ACT_BF16},
+    [BD_TYPE_Q4_0] = {"q4_0", BD_QK4_0, sizeof(bd_block_q4_0), 1, bd_dequantize_row_q4_0, bd_quantize_row_q4_0_ref,
+                      ACT_Q8_0},
+    [BD_TYPE_Q8_0] = {"q8_0", BD_QK8_0, sizeof(bd_block_q8_0), 1, bd_dequantize_row_q8_0, bd_quantize_row_q8_0_ref,
+                      ACT_Q8_0},
+    [BD_TYPE_Q4_K] = {"q4_K", BD_QK_K, sizeof(bd_block_q4_K), 1, bd_dequantize_row_q4_K, bd_quantize_row_q4_K_ref,
+                      ACT_Q8_K},
+    [BD_TYPE_Q5_K] = {"q5_K", BD_QK_K, sizeof(bd_block_q5_K), 1, bd_dequantize_row_q5_K, bd_quantize_row_q5_K_ref,
+                      ACT_Q8_K},
+    [BD_TYPE_Q6_K] = {"q6_K", BD_QK_K, sizeof(bd_block_q6_K), 1, bd_dequantize_row_q6_K, bd_quantize_row_q6_K_ref,
+                      ACT_Q8_K},
+    [BD_TYPE_Q8_K] = {"q8_K", BD_QK_K, sizeof(bd_block_q8_K), 1, bd_dequantize_row_q8_K, bd_quantize_row_q8_K_ref,
+                      ACT_NONE},
 };
+
+/* braid.h's public braid_type mirrors this enum. */
+#define SAME_ID(t) ((int)BRAID_TYPE_##t == (int)BD_TYPE_##t)
+_Static_assert(SAME_ID(F32) && SAME_ID(F16) && SAME_ID(BF16) && SAME_ID(Q4_0) && SAME_ID(Q8_0) && SAME_ID(Q4_K) &&
+                   SAME_ID(Q5_K) && SAME_ID(Q6_K),
+               "braid_type (include/braid.h) and bd_type (tensor/types.h) disagree");
+#undef SAME_ID
 
 const bd_type_traits *bd_type_traits_get(uint32_t type) {
     if (type >= BD_TYPE_COUNT || type_table[type].name == NULL) return NULL;

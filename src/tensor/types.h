@@ -1,8 +1,25 @@
-/* types.h — the tensor type traits table: one row per storage type (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
- * Q6_K, and Q8_K, the activation format for K-quant dot products). Every kernel and loader dispatches through
- * this table, so adding a format is adding a row. Block layouts and rounding are bit-exact with ggml's
- * (checked by tests/conformance/test_types.c against libggml-base's own traits). The block structs
- * themselves are in tensor/blocks.h. */
+/* types.h — the tensor type table: one row per type braid knows (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
+ * Q6_K, and Q8_K, the activation format for K-quant dot products), holding every level-independent fact of
+ * the type: block geometry, the reference (de)quantizers, and which activation format its dot products take
+ * and how activations are converted to it. Kernels (dot products, decode gemv, prompt GEMMs) are not here:
+ * each SIMD level's file registers the ones it has into dot.h's kernel table (dot_impl.h), and the loader,
+ * the matmul paths and `braid gguf` ask that table. Block layouts and rounding are bit-exact with ggml's
+ * (checked by tests/conformance/test_types.c against libggml-base's own traits). The block structs are in
+ * tensor/quant.h.
+ *
+ * Adding a weight type (a checklist; each step is one place):
+ *  1. its id in enum bd_type below (ggml's id) and, if it is public, the same value in include/braid.h's
+ *     braid_type (types.c checks the two agree);
+ *  2. its block struct, reference quantizer and dequantizer in tensor/quant.h + quant_*.c (bytes equal to
+ *     ggml's *_ref: tests/conformance/test_types.c);
+ *  3. its row in types.c's table: name, block size, bytes, to_float / from_float, vec_dot_type and the portable
+ *     activation converter (act_from_float; the activation type needs its own row too);
+ *  4. its portable dot product in dot_scalar.c's bd_dot_fill_scalar, in ggml's float order (dot.h says which);
+ *     that alone makes the type load and run everywhere (bd_type_supported);
+ *  5. optionally, faster kernels per SIMD level, each registered in that level's fill (dot_avx2.c,
+ *     dot_avx512.c, gemv_*.c, gemm_*.c): vec_dot, vec_dot_n, gemv, gemm, a faster converter with the same
+ *     bytes. A level that registers nothing keeps the best lower one's;
+ *  6. add it to the type lists of tests/unit/test_dot.c and tests/conformance/test_dot.c. */
 #ifndef BRAID_TENSOR_TYPES_H
 #define BRAID_TENSOR_TYPES_H
 
@@ -31,6 +48,11 @@ typedef struct bd_type_traits {
     /* n is a multiple of blck_size. */
     void (*to_float)(const void *src, float *dst, int64_t n);
     void (*from_float)(const float *src, void *dst, int64_t n); /* reference quantization (ggml's *_ref) */
+    /* Weight types: the type activations are converted to for a dot product (ggml's vec_dot_type), and the
+     * portable converter giving the bytes ggml's CPU backend gives (for Q8_0 not the reference quantizer;
+     * dot.h). NULL act_from_float: not a weight type braid computes with (Q8_K). */
+    uint32_t vec_dot_type;
+    void (*act_from_float)(const float *src, void *dst, int64_t n);
 } bd_type_traits;
 
 /* The row for a ggml type id, or NULL if braid does not support it. */

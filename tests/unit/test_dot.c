@@ -39,6 +39,21 @@ int main(void) {
     CHECK(!strcmp(bd_simd_level(), level_names[levels - 1]) || getenv("BRAID_SIMD"), "dispatcher picked %s",
           bd_simd_level());
 
+    /* The kernel table rests on the type rows: every weight type is supported at every level with its row's
+     * activation type; a type without an activation converter (Q8_K) or an unknown id is not. */
+    for (int ty = 0; ty < BD_TYPE_COUNT; ty++) {
+        const bd_type_traits *row = bd_type_traits_get((uint32_t)ty);
+        const int weight = row && row->act_from_float;
+        CHECK(bd_type_supported((uint32_t)ty) == weight, "type %d: supported %d, row says %d", ty,
+              bd_type_supported((uint32_t)ty), weight);
+        for (int lv = 0; lv < levels; lv++) {
+            CHECK((tab[lv][ty].vec_dot != NULL) == weight, "type %d level %d: vec_dot", ty, lv);
+            if (weight) CHECK(tab[lv][ty].vec_dot_type == row->vec_dot_type, "type %d level %d: vec_dot_type", ty, lv);
+        }
+    }
+    CHECK(!bd_type_supported(BD_TYPE_Q8_K) && !bd_type_supported(BD_TYPE_COUNT) && !bd_type_supported(4),
+          "activation-only and unknown types are not weight types");
+
     enum { NMAX = 4096 + 64 };
     float *xf = malloc(NMAX * sizeof(float)), *yf = malloc(NMAX * sizeof(float));
     float *xd = malloc(NMAX * sizeof(float)), *yd = malloc(NMAX * sizeof(float));
@@ -128,7 +143,7 @@ int main(void) {
             for (int lv = 0; lv < levels; lv++) {
                 for (int ny = 1; ny <= BD_DOT_MAX_NY; ny++) {
                     float out[3 * BD_DOT_MAX_NY], one;
-                    tab[lv][type].vec_dot_n(n, out, 3, xq, ys, by, ny);
+                    bd_vec_dot_rows(&tab[lv][type], n, out, 3, xq, ys, by, ny);
                     for (int j = 0; j < ny; j++) {
                         tab[lv][type].vec_dot(n, &one, xq, ys + j * by);
                         n_checked++;

@@ -232,7 +232,7 @@ int main(void) {
     bd_threadpool *tp = NULL;
     CHECK_STATUS(bd_threadpool_new(4, &tp), BRAID_OK);
     test_f32(tp);
-    /* every level of braid's own kernels (dequantization, F32 tiles); the dot products stay at dot.h's level */
+    /* every level of braid's kernels (dequantization, F32 tiles, and the dot products with them: one dispatch) */
     int top = bd_simd_override(BD_SIMD_AVX512);
     for (int lv = 0; lv <= top; lv++) {
         bd_simd_override(lv);
