@@ -21,7 +21,7 @@
 
 #if __has_include(<ggml-cpu.h>) /* the build adds the oracle's headers when it has the oracle */
 #define BRAID_BENCH_ORACLE 1
-#include "../tests/conformance/oracle_cpu.h"
+#include "oracle_cpu.h"
 #endif
 
 enum { N = 4096, ROWS = 4096 };

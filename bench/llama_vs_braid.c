@@ -19,7 +19,7 @@ int main(void) {
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tools/bench_util.h"
+#include "bench_util.h"
 #include "ggml-backend.h"
 #include "gguf.h"
 #include "llama.h"

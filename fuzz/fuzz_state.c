@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tests/unit/memory_toy.h"
+#include "memory_toy.h"
 #include "base/alloc.h"
 #include "base/hash.h"
 

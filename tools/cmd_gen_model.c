@@ -1,5 +1,5 @@
 /* cmd_gen_model.c — `braid gen-model`: writes a random-weight GGUF of a supported architecture and size
- * (src/models/gen/genmodel.h), for tests and benchmarks that must not download models. */
+ * (testkit/genmodel/genmodel.h), for tests and benchmarks that must not download models. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 
 #include "braid.h"
 #include "commands.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "tensor/types.h"
 
 static void usage(FILE *f) {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "default_model.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 
 #define DEFAULT_MODEL_NAME "default-qwen35.gguf"
 

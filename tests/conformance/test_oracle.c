@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "gguf/gguf.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "oracle_client.h"
 #include "test.h"
 

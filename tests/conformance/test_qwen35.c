@@ -16,14 +16,14 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "braid.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "tensor/tap.h"
 #include "oracle_client.h"
 #include "tensor/types.h"
 #include "test.h"
 #include "logits_cmp.h"
 
-/* ---- random models (braid gen-model, src/models/gen) ------------------------------------------------------ */
+/* ---- random models (braid gen-model, testkit/genmodel) ------------------------------------------------------ */
 
 typedef struct shape {
     const char *name;

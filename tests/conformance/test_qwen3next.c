@@ -14,7 +14,7 @@
 
 #include "base/alloc.h"
 #include "braid.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "oracle_client.h"
 #include "tensor/types.h"
 #include "test.h"

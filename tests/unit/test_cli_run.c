@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "braid.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "test.h"
 
 static char braid_exe[2048], model_path[2048];

@@ -13,7 +13,7 @@
 #include "base/log.h"
 #include "engine/model.h"
 #include "memory/memory.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "test.h"
 
 /* ---- the adapter ------------------------------------------------------------------------------------------ */

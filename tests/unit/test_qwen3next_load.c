@@ -11,7 +11,7 @@
 #include "base/status.h"
 #include "braid.h"
 #include "gguf/gguf.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "test.h"
 
 static char dir[] = "/tmp/braid_q3nload_XXXXXX";

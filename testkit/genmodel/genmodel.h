@@ -11,8 +11,8 @@
  * Weights are drawn so that llama.cpp runs them with finite activations and greedy continuations that move
  * (design.md §7): matrices ~ N(0, std) with an untied output matrix, norm weights around 1, SSM decay
  * parameters A < 0, conv kernels ~ N(0, 1/sqrt(kernel)). */
-#ifndef BRAID_MODELS_GEN_GENMODEL_H
-#define BRAID_MODELS_GEN_GENMODEL_H
+#ifndef BRAID_TESTKIT_GENMODEL_H
+#define BRAID_TESTKIT_GENMODEL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* gen_qwen35.c — the qwen35 row of the model generator: Qwen3.5 dense hybrids (Gated DeltaNet layers with
  * a full gated-attention layer every `interval` layers). Keys and tensors as llama.cpp loads them
  * (architectures.md §1.1-1.4, §1.11). */
-#include "models/gen/gen_arch.h"
+#include "genmodel/gen_arch.h"
 
 #define Q35_PRESET(ctx, layers, embd, ff, heads, kv, hd, rot, state, groups, vheads, iv)                      \
     {.n_ctx = ctx, .n_layer = layers, .n_embd = embd, .n_ff = ff, .n_head = heads, .n_head_kv = kv,           \

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "models/gen/gen_arch.h"
+#include "genmodel/gen_arch.h"
 
 #define LFM2_PRESET(layers, embd, ff, heads, kv, pat)                                                        \
     {.n_ctx = 4096, .n_layer = layers, .n_embd = embd, .n_ff = ff, .n_head = heads, .n_head_kv = kv,          \

@@ -1,7 +1,7 @@
 /* gen_qwen3next.c — the qwen35moe and qwen3next rows of the model generator: the qwen35 family's trunk
  * (gen_qwen35.c) with a MoE FFN in every layer (architectures.md §1.12) and, for qwen3next, plain NEOX RoPE,
  * ssm_ba and optionally the legacy grouped ssm_in projection (§1.13). Keys and tensors as llama.cpp loads them. */
-#include "models/gen/gen_arch.h"
+#include "genmodel/gen_arch.h"
 
 #define MOE_PRESET(ctx, layers, embd, ff, heads, kv, hd, rot, state, groups, vheads, iv, ne, used, ffe, ffs, gu, \
                    qkvz_)                                                                                         \

@@ -1,6 +1,6 @@
 /* genmodel.c — the shared part of the model generator (see genmodel.h): preset and override resolution, the
  * vocabulary copy, the tensor plan, and the weights, drawn row by row into the GGUF writer's fill callback. */
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include "base/hash.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
-#include "models/gen/gen_arch.h"
+#include "genmodel/gen_arch.h"
 #include "tensor/types.h"
 
 static const gen_arch *const gen_archs[] = {&gen_arch_qwen35, &gen_arch_mamba2, &gen_arch_nemotron_h,

@@ -13,8 +13,8 @@
  *
  * Header-only (static functions) because the braid command and the bench executables are separate programs
  * that share no library beyond libbraid. */
-#ifndef BRAID_TOOLS_BENCH_UTIL_H
-#define BRAID_TOOLS_BENCH_UTIL_H
+#ifndef BRAID_TESTKIT_BENCH_UTIL_H
+#define BRAID_TESTKIT_BENCH_UTIL_H
 
 #include <math.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
  * with RoPE over the whole head and a SwiGLU FFN; qwen3 adds per-head q/k norms), architectures.md §4. */
 #include <string.h>
 
-#include "models/gen/gen_arch.h"
+#include "genmodel/gen_arch.h"
 
 #define ATTN_PRESET(layers, embd, ff, heads, kv, hd, base, e)                                                 \
     {.n_ctx = 4096, .n_layer = layers, .n_embd = embd, .n_ff = ff, .n_head = heads, .n_head_kv = kv,          \

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "models/gen/gen_arch.h"
+#include "genmodel/gen_arch.h"
 
 /* ---- the Mamba2 mixer, shared ---------------------------------------------------------------------- */
 

@@ -2,11 +2,11 @@
  * does). A row has the presets and two functions: `check` derives the dimensions a shape leaves implicit and
  * rejects shapes llama.cpp would not load; `describe` lists the metadata keys and the tensors, in file order,
  * through the gen_key_* / gen_tensor calls below. The shared code draws and writes the weights. */
-#ifndef BRAID_MODELS_GEN_GEN_ARCH_H
-#define BRAID_MODELS_GEN_GEN_ARCH_H
+#ifndef BRAID_TESTKIT_GEN_ARCH_H
+#define BRAID_TESTKIT_GEN_ARCH_H
 
 #include "base/status.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 
 enum { GEN_PRESET_TINY, GEN_PRESET_SMALL, GEN_PRESET_MEDIUM, GEN_PRESET_05B, GEN_N_PRESETS };
 
