@@ -63,11 +63,19 @@ typedef enum braid_type {
     BRAID_TYPE_F32 = 0,
     BRAID_TYPE_F16 = 1,
     BRAID_TYPE_Q4_0 = 2,
+    BRAID_TYPE_Q4_1 = 3,
+    BRAID_TYPE_Q5_0 = 6,
+    BRAID_TYPE_Q5_1 = 7,
     BRAID_TYPE_Q8_0 = 8,
+    BRAID_TYPE_Q2_K = 10,
+    BRAID_TYPE_Q3_K = 11,
     BRAID_TYPE_Q4_K = 12,
     BRAID_TYPE_Q5_K = 13,
     BRAID_TYPE_Q6_K = 14,
+    BRAID_TYPE_IQ4_NL = 20,
+    BRAID_TYPE_IQ4_XS = 23,
     BRAID_TYPE_BF16 = 30,
+    BRAID_TYPE_MXFP4 = 39,
 } braid_type;
 
 /* ---- model ------------------------------------------------------------------------------------------------- */

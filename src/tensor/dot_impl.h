@@ -36,6 +36,8 @@ void bd_dot_fill_level(bd_dot_traits table[BD_TYPE_COUNT], int level);
  * reference quantizer: the multiplier is 127/amax instead of 1/(amax/127), and rounding is to nearest even
  * instead of half away from zero. */
 void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k);
+/* Q8_1 the same way (quantize_row_q8_1 on x86), plus s = fp16(d * the sum of the int32 levels). */
+void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k);
 /* F16 activations (F16C rounding, equal to bd_fp32_to_fp16 except that a NaN keeps its payload) and BF16. */
 void bd_fp32_to_fp16_act(const float *x, void *dst, int64_t k);
 void bd_fp32_to_bf16_act(const float *x, void *dst, int64_t k);

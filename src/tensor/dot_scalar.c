@@ -12,6 +12,17 @@
 
 /* ---- activation converters ---- */
 
+/* One element of the CPU backend's conversion to 8 bits: ggml rounds with the SIMD round instruction (ties to
+ * even) and converts with saturation; a non-finite or huge product gives x86's INT32_MIN. The int32 value and,
+ * in *q, the byte the int16/int8 packs make of it. */
+static int32_t act_level(float v, int8_t *q) {
+    int32_t r;
+    if (!(v > -2147483648.0f && v < 2147483648.0f)) r = INT32_MIN;
+    else r = fabsf(v) < 4194304.f ? bd_nearest_int(v) : (int32_t)rintf(v); /* |v| <= 127 in practice */
+    *q = (int8_t)(r > 127 ? 127 : r < -128 ? -128 : r);
+    return r;
+}
+
 void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) {
     bd_block_q8_0 *y = dst;
     for (int64_t i = 0; i < k / BD_QK8_0; i++, x += BD_QK8_0) {
@@ -19,17 +30,21 @@ void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) {
         for (int j = 0; j < BD_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
         y[i].d = bd_fp32_to_fp16(amax / 127.f);
         const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-        for (int j = 0; j < BD_QK8_0; j++) {
-            const float v = x[j] * id;
-            /* ggml rounds with the SIMD round instruction (ties to even) and converts with saturation: a
-             * non-finite product (1/amax overflowing for a subnormal block) gives -128, as its int32 pack. */
-            if (!(v > -2147483648.0f && v < 2147483648.0f)) {
-                y[i].qs[j] = -128;
-            } else {
-                const int r = fabsf(v) < 4194304.f ? bd_nearest_int(v) : (int)rintf(v); /* |v| <= 127 in practice */
-                y[i].qs[j] = (int8_t)(r > 127 ? 127 : r < -128 ? -128 : r);
-            }
-        }
+        for (int j = 0; j < BD_QK8_0; j++) act_level(x[j] * id, &y[i].qs[j]);
+    }
+}
+
+void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k) {
+    bd_block_q8_1 *y = dst;
+    for (int64_t i = 0; i < k / BD_QK32; i++, x += BD_QK32) {
+        float amax = 0.0f;
+        for (int j = 0; j < BD_QK32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.f;
+        y[i].d = bd_fp32_to_fp16(d);
+        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
+        uint32_t sum = 0; /* ggml sums the int32 levels before packing them (wrapping, for the INT32_MIN case) */
+        for (int j = 0; j < BD_QK32; j++) sum += (uint32_t)act_level(x[j] * id, &y[i].qs[j]);
+        y[i].s = bd_fp32_to_fp16(d * (float)(int32_t)sum);
     }
 }
 
@@ -125,6 +140,88 @@ static void dot_q4_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     *s = reduce8(acc);
 }
 
+/* The 32-element formats with a minimum (x Q8_1): the 8-lane chain of d_x * d_y, plus the minimum terms
+ * m_x * s_y summed in one float (fused: ggml's compiler contracts `summs += m * s`). */
+static float dot_min32(int64_t nb, const uint8_t *xb, size_t stride, const bd_block_q8_1 *y, int q5) {
+    float acc[8] = {0}, summs = 0;
+    for (int64_t i = 0; i < nb; i++, xb += stride) {
+        const uint16_t *dm = (const uint16_t *)(const void *)xb; /* d, m */
+        const uint8_t *qs = xb + (q5 ? 8 : 4);
+        uint32_t qh = 0;
+        if (q5) memcpy(&qh, xb + 4, sizeof qh);
+        summs = fmaf(bd_fp16_to_fp32(dm[1]), bd_fp16_to_fp32(y[i].s), summs);
+        int lane[8] = {0};
+        for (int j = 0; j < 16; j++) {
+            lane[j / 4] += (int)((qs[j] & 0xF) | (((qh >> j) & 1) << 4)) * y[i].qs[j];
+            lane[(j + 16) / 4] += (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) * y[i].qs[j + 16];
+        }
+        chain8(acc, bd_fp16_to_fp32(dm[0]) * bd_fp16_to_fp32(y[i].d), lane);
+    }
+    return reduce8(acc) + summs;
+}
+
+static void dot_q4_1_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = dot_min32(n / BD_QK32, vx, sizeof(bd_block_q4_1), vy, 0);
+}
+
+static void dot_q5_1_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = dot_min32(n / BD_QK32, vx, sizeof(bd_block_q5_1), vy, 1);
+}
+
+static void dot_q5_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q5_0 *x = vx;
+    const bd_block_q8_0 *y = vy;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / BD_QK32; i++) {
+        uint32_t qh;
+        memcpy(&qh, x[i].qh, sizeof qh);
+        int lane[8] = {0};
+        for (int j = 0; j < 16; j++) {
+            lane[j / 4] += ((int)((x[i].qs[j] & 0xF) | (((qh >> j) & 1) << 4)) - 16) * y[i].qs[j];
+            lane[(j + 16) / 4] += ((int)((x[i].qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16) * y[i].qs[j + 16];
+        }
+        chain8(acc, bd_fp16_to_fp32(x[i].d) * bd_fp16_to_fp32(y[i].d), lane);
+    }
+    *s = reduce8(acc);
+}
+
+/* IQ4_NL and MXFP4 (x Q8_0): table values; ggml keeps two chains, one for the even and one for the odd blocks
+ * of each pair, adds them lane-wise before the reduction, and fuses an odd last block into the sum alone. */
+static float dot_table32(int64_t nb, const uint8_t *xb, size_t stride, const bd_block_q8_0 *y, const int8_t *values,
+                         int e8m0) {
+    float acc[2][8] = {{0}};
+    for (int64_t i = 0; i < nb; i++, xb += stride) {
+        const uint8_t *qs = xb + (e8m0 ? 1 : 2);
+        const float dx = e8m0 ? bd_e8m0_to_fp32_half(xb[0]) : bd_fp16_to_fp32(*(const uint16_t *)(const void *)xb);
+        const float d = bd_fp16_to_fp32(y[i].d) * dx;
+        int lane[8] = {0};
+        for (int j = 0; j < 16; j++) {
+            lane[j / 4] += values[qs[j] & 0xF] * y[i].qs[j];
+            lane[(j + 16) / 4] += values[qs[j] >> 4] * y[i].qs[j + 16];
+        }
+        if (i + 1 < nb || i % 2 == 1) {
+            chain8(acc[i % 2], d, lane);
+        } else {
+            float v[8];
+            for (int k = 0; k < 8; k++) v[k] = acc[0][k] + acc[1][k];
+            int total = 0;
+            for (int k = 0; k < 8; k++) total += lane[k];
+            return fmaf(d, (float)total, reduce8(v));
+        }
+    }
+    float v[8];
+    for (int k = 0; k < 8; k++) v[k] = acc[0][k] + acc[1][k];
+    return reduce8(v);
+}
+
+static void dot_iq4_nl_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = dot_table32(n / BD_QK32, vx, sizeof(bd_block_iq4_nl), vy, bd_kvalues_iq4nl, 0);
+}
+
+static void dot_mxfp4_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = dot_table32(n / BD_QK32, vx, sizeof(bd_block_mxfp4), vy, bd_kvalues_mxfp4, 1);
+}
+
 /* ---- K-quant dots against Q8_K: ggml's 8-lane chain, lane k holding elements with (e % 32) / 4 == k ---- */
 
 /* Q4_K / Q5_K: level q(e) of element e of block x (q5: with the 5th bit). */
@@ -194,6 +291,65 @@ static void dot_q6_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
 }
 
 
+/* Q2_K / Q3_K: level of element e (128c + 32j + l: bits 2j of byte 32c + l). */
+static inline int k23_low(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+/* Q2_K: one 8-lane chain taking two fused steps per block, first the mins (lane k: m[2k] * bs[2k] +
+ * m[2k+1] * bs[2k+1], times -y.d * dmin), then the levels (lane k: elements with (e % 32) / 4 == k, scale
+ * sc[e / 16], times y.d * d). */
+static void dot_q2_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q2_K *x = vx;
+    const bd_block_q8_K *y = vy;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / BD_QK_K; i++) {
+        int mlane[8], lane[8] = {0};
+        for (int k = 0; k < 8; k++)
+            mlane[k] = (x[i].scales[2 * k] >> 4) * y[i].bsums[2 * k] + (x[i].scales[2 * k + 1] >> 4) * y[i].bsums[2 * k + 1];
+        chain8(acc, -y[i].d * bd_fp16_to_fp32(x[i].dmin), mlane);
+        for (int e = 0; e < BD_QK_K; e++) lane[(e % 32) / 4] += (x[i].scales[e / 16] & 0xF) * k23_low(x[i].qs, e) * y[i].qs[e];
+        chain8(acc, y[i].d * bd_fp16_to_fp32(x[i].d), lane);
+    }
+    *s = reduce8(acc);
+}
+
+/* Q3_K: levels -4..3 (low two bits, minus 4 where the hmask bit is clear), signed 6-bit scales. */
+static void dot_q3_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q3_K *x = vx;
+    const bd_block_q8_K *y = vy;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / BD_QK_K; i++) {
+        int sc[16], lane[8] = {0};
+        for (int j = 0; j < 16; j++) sc[j] = bd_q3_K_scale(x[i].scales, j);
+        for (int e = 0; e < BD_QK_K; e++) {
+            const int q = k23_low(x[i].qs, e) - (((x[i].hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4);
+            lane[(e % 32) / 4] += sc[e / 16] * q * y[i].qs[e];
+        }
+        chain8(acc, y[i].d * bd_fp16_to_fp32(x[i].d), lane);
+    }
+    *s = reduce8(acc);
+}
+
+/* IQ4_XS: table values, signed 6-bit scales per 32; one chain, d = fp32(x.d) * y.d. */
+static void dot_iq4_xs_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_iq4_xs *x = vx;
+    const bd_block_q8_K *y = vy;
+    float acc[8] = {0};
+    for (int64_t i = 0; i < n / BD_QK_K; i++) {
+        int lane[8] = {0};
+        for (int ib = 0; ib < BD_QK_K / 32; ib++) {
+            const int ls = bd_iq4_xs_scale(&x[i], ib);
+            const uint8_t *qs = x[i].qs + 16 * ib;
+            const int8_t *q8 = y[i].qs + 32 * ib;
+            for (int j = 0; j < 16; j++) {
+                lane[j / 4] += ls * bd_kvalues_iq4nl[qs[j] & 0xF] * q8[j];
+                lane[(j + 16) / 4] += ls * bd_kvalues_iq4nl[qs[j] >> 4] * q8[j + 16];
+            }
+        }
+        chain8(acc, bd_fp16_to_fp32(x[i].d) * y[i].d, lane);
+    }
+    *s = reduce8(acc);
+}
+
 /* The portable kernels: a vec_dot for every weight type (the activation side is each type's types.c row). */
 void bd_dot_fill_scalar(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32;
@@ -204,4 +360,12 @@ void bd_dot_fill_scalar(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K;
     t[BD_TYPE_Q5_K].vec_dot = dot_q5_K_q8_K;
     t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K;
+    t[BD_TYPE_Q4_1].vec_dot = dot_q4_1_q8_1;
+    t[BD_TYPE_Q5_0].vec_dot = dot_q5_0_q8_0;
+    t[BD_TYPE_Q5_1].vec_dot = dot_q5_1_q8_1;
+    t[BD_TYPE_Q2_K].vec_dot = dot_q2_K_q8_K;
+    t[BD_TYPE_Q3_K].vec_dot = dot_q3_K_q8_K;
+    t[BD_TYPE_IQ4_NL].vec_dot = dot_iq4_nl_q8_0;
+    t[BD_TYPE_IQ4_XS].vec_dot = dot_iq4_xs_q8_K;
+    t[BD_TYPE_MXFP4].vec_dot = dot_mxfp4_q8_0;
 }

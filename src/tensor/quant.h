@@ -14,6 +14,7 @@
 
 #define BD_QK4_0 32
 #define BD_QK8_0 32
+#define BD_QK32 32 /* the other block-of-32 formats: Q4_1, Q5_0, Q5_1, Q8_1, IQ4_NL, MXFP4 */
 #define BD_QK_K 256      /* elements per K-quant super-block */
 #define BD_K_SCALE_SIZE 12 /* bytes of packed 6-bit scales and mins in Q4_K / Q5_K */
 
@@ -55,6 +56,100 @@ typedef struct {
     int16_t bsums[BD_QK_K / 16]; /* sum of qs over each group of 16, for the K-quant min terms */
 } bd_block_q8_K;
 
+typedef struct {
+    uint16_t d, m;           /* fp16 scale and minimum */
+    uint8_t qs[BD_QK32 / 2]; /* nibbles as in Q4_0 */
+} bd_block_q4_1;             /* value = d * q + m, q in 0..15 */
+
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];           /* 5th bit of element j in bit j of this little-endian word */
+    uint8_t qs[BD_QK32 / 2]; /* low 4 bits, as in Q4_0 */
+} bd_block_q5_0;             /* value = d * (q - 16), q in 0..31 */
+
+typedef struct {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[BD_QK32 / 2];
+} bd_block_q5_1; /* value = d * q + m, q in 0..31 */
+
+typedef struct {
+    uint16_t d;          /* fp16 scale */
+    uint16_t s;          /* fp16 of d * sum(qs): the min term of Q4_1 / Q5_1 dot products */
+    int8_t qs[BD_QK32];
+} bd_block_q8_1;         /* activations of Q4_1 and Q5_1 dot products */
+
+typedef struct {
+    uint16_t d;              /* fp16 scale */
+    uint8_t qs[BD_QK32 / 2]; /* nibbles as in Q4_0, each an index into bd_kvalues_iq4nl */
+} bd_block_iq4_nl;           /* value = d * kvalues[q] */
+
+typedef struct {
+    uint8_t e;               /* E8M0 shared exponent: the scale is 2^(e - 128) (half of 2^(e - 127)) */
+    uint8_t qs[BD_QK32 / 2]; /* nibbles as in Q4_0, each an index into bd_kvalues_mxfp4 (E2M1 values, doubled) */
+} bd_block_mxfp4;
+
+typedef struct {
+    uint8_t scales[BD_QK_K / 16]; /* per 16 elements: low nibble the scale, high nibble the min */
+    uint8_t qs[BD_QK_K / 4];      /* 2-bit levels: element 128c + 32j + l in bits 2j of byte 32c + l */
+    uint16_t d, dmin;             /* fp16 scales of the sub-block scales and mins */
+} bd_block_q2_K;                  /* value = d * sc * q - dmin * m */
+
+typedef struct {
+    uint8_t hmask[BD_QK_K / 8]; /* 3rd bit of element e: bit e / 32 of byte e % 32 (set: level as is, clear: -4) */
+    uint8_t qs[BD_QK_K / 4];    /* low 2 bits, laid out as in Q2_K */
+    uint8_t scales[12];         /* 16 6-bit scales, offset by 32 (see bd_q3_K_scale) */
+    uint16_t d;
+} bd_block_q3_K; /* value = d * (sc - 32) * (q - 4 * !hbit) */
+
+typedef struct {
+    uint16_t d;
+    uint16_t scales_h;            /* top 2 bits of the 8 sub-block scales, 2 per sub-block */
+    uint8_t scales_l[BD_QK_K / 64]; /* low 4 bits of the sub-block scales, two per byte */
+    uint8_t qs[BD_QK_K / 2];      /* per 32 elements: 16 bytes, nibbles as in Q4_0, kvalues indices */
+} bd_block_iq4_xs;                /* value = d * (ls - 32) * kvalues[q], sub-blocks of 32 */
+
+/* The non-linear 4-bit levels of IQ4_NL / IQ4_XS, and MXFP4's E2M1 values times two (ggml's tables). */
+static const int8_t bd_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+static const int8_t bd_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* MXFP4's scale: 2^(e - 128) as a float (a subnormal for e < 2), exactly as ggml builds it. */
+static inline float bd_e8m0_to_fp32_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Q3_K's 6-bit scale j (0..15) with its offset of 32 removed. */
+static inline int bd_q3_K_scale(const uint8_t *sc, int j) {
+    const int lo = j < 8 ? sc[j] & 0xF : sc[j - 8] >> 4;
+    return (lo | (((sc[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+}
+
+/* IQ4_XS's scale of sub-block j (0..7) with its offset of 32 removed. */
+static inline int bd_iq4_xs_scale(const bd_block_iq4_xs *b, int j) {
+    return (((b->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b->scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
+
+/* float -> 8 bits as ggml's x86 build converts (truncation through a 32-bit cvttss2si, keeping the low byte),
+ * with the out-of-range case defined: NaN and infinities give x86's INT32_MIN, whose low byte is 0. They occur
+ * when a block's largest magnitude is so small (subnormal) that 1/d overflows. */
+static inline uint8_t bd_trunc_low8(float v) {
+    if (!(v > -2147483648.0f && v < 2147483648.0f)) return 0;
+    return (uint8_t)((uint32_t)(int32_t)v & 0xff);
+}
+
+_Static_assert(sizeof(bd_block_q4_1) == 20, "q4_1 block");
+_Static_assert(sizeof(bd_block_q5_0) == 22, "q5_0 block");
+_Static_assert(sizeof(bd_block_q5_1) == 24, "q5_1 block");
+_Static_assert(sizeof(bd_block_q8_1) == 36, "q8_1 block");
+_Static_assert(sizeof(bd_block_iq4_nl) == 18, "iq4_nl block");
+_Static_assert(sizeof(bd_block_mxfp4) == 17, "mxfp4 block");
+_Static_assert(sizeof(bd_block_q2_K) == 84, "q2_K block");
+_Static_assert(sizeof(bd_block_q3_K) == 110, "q3_K block");
+_Static_assert(sizeof(bd_block_iq4_xs) == 136, "iq4_xs block");
 _Static_assert(sizeof(bd_block_q4_0) == 18, "q4_0 block");
 _Static_assert(sizeof(bd_block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(bd_block_q4_K) == 144, "q4_K block");
@@ -94,7 +189,29 @@ void bd_quantize_row_q5_K_ref(const float *x, void *dst, int64_t k);
 void bd_quantize_row_q6_K_ref(const float *x, void *dst, int64_t k);
 void bd_quantize_row_q8_K_ref(const float *x, void *dst, int64_t k);
 
+void bd_quantize_row_q4_1_ref(const float *x, void *dst, int64_t k);
+void bd_quantize_row_q5_0_ref(const float *x, void *dst, int64_t k);
+void bd_quantize_row_q5_1_ref(const float *x, void *dst, int64_t k);
+void bd_quantize_row_q8_1_ref(const float *x, void *dst, int64_t k);
+void bd_quantize_row_mxfp4_ref(const float *x, void *dst, int64_t k);
+void bd_quantize_row_q2_K_ref(const float *x, void *dst, int64_t k);
+void bd_quantize_row_q3_K_ref(const float *x, void *dst, int64_t k);
+/* IQ4_NL / IQ4_XS: what llama.cpp's quantizer writes without an importance matrix (ggml's quantize_iq4_nl /
+ * quantize_iq4_xs with no weights: 7 scale refinements), not ggml's *_ref, which leaves an all-zero block's
+ * levels undefined. */
+void bd_quantize_row_iq4_nl(const float *x, void *dst, int64_t k);
+void bd_quantize_row_iq4_xs(const float *x, void *dst, int64_t k);
+
 void bd_dequantize_row_q4_0(const void *src, float *y, int64_t k);
+void bd_dequantize_row_q4_1(const void *src, float *y, int64_t k);
+void bd_dequantize_row_q5_0(const void *src, float *y, int64_t k);
+void bd_dequantize_row_q5_1(const void *src, float *y, int64_t k);
+void bd_dequantize_row_q8_1(const void *src, float *y, int64_t k);
+void bd_dequantize_row_iq4_nl(const void *src, float *y, int64_t k);
+void bd_dequantize_row_mxfp4(const void *src, float *y, int64_t k);
+void bd_dequantize_row_q2_K(const void *src, float *y, int64_t k);
+void bd_dequantize_row_q3_K(const void *src, float *y, int64_t k);
+void bd_dequantize_row_iq4_xs(const void *src, float *y, int64_t k);
 void bd_dequantize_row_q8_0(const void *src, float *y, int64_t k);
 void bd_dequantize_row_q4_K(const void *src, float *y, int64_t k);
 void bd_dequantize_row_q5_K(const void *src, float *y, int64_t k);

@@ -8,13 +8,7 @@
 #include "tensor/quant.h"
 #include "tensor/types.h"
 
-/* float -> int8 as ggml's x86 build does it (truncation through a 32-bit cvttss2si, keeping the low byte), with
- * the out-of-range case defined: NaN and infinities give x86's INT32_MIN, whose low byte is 0. They occur when a
- * block's largest magnitude is so small (subnormal) that 1/d overflows. */
-static int8_t to_i8(float v) {
-    if (!(v > -2147483648.0f && v < 2147483648.0f)) return 0;
-    return (int8_t)(uint8_t)((uint32_t)(int32_t)v & 0xff);
-}
+static int8_t to_i8(float v) { return (int8_t)bd_trunc_low8(v); }
 
 void bd_quantize_row_q8_0_ref(const float *x, void *dst, int64_t k) {
     bd_block_q8_0 *y = dst;

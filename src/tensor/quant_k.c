@@ -17,10 +17,10 @@
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Levels L[i] in [0, nmax] and (scale, min) with x ~ scale * L - min_out, min <= 0, minimising the weighted
- * squared error: start from the min/max range, then try nstep+1 stretched ranges (rmin + rdelta*is extra
+ * squared error (use_mad: the weighted absolute error): start from the min/max range, then try nstep+1 stretched ranges (rmin + rdelta*is extra
  * levels) and keep the best least-squares fit. Returns the scale; *neg_min gets -min. */
 static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint8_t *L, float *neg_min,
-                           uint8_t *Laux, float rmin, float rdelta, int nstep) {
+                           uint8_t *Laux, float rmin, float rdelta, int nstep, int use_mad) {
     float min = x[0], max = x[0];
     float sum_w = w[0];
     float sum_x = sum_w * x[0];
@@ -42,7 +42,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     for (int i = 0; i < n; i++) {
         L[i] = (uint8_t)clampi(bd_nearest_int(iscale * (x[i] - min)), 0, nmax);
         const float diff = scale * L[i] + min - x[i];
-        best_error += w[i] * (diff * diff);
+        best_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
     }
     for (int is = 0; is <= nstep; is++) {
         iscale = (rmin + rdelta * is + nmax) / (max - min);
@@ -65,7 +65,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
             float cur_error = 0;
             for (int i = 0; i < n; i++) {
                 const float diff = this_scale * Laux[i] + this_min - x[i];
-                cur_error += w[i] * (diff * diff);
+                cur_error += w[i] * (use_mad ? fabsf(diff) : diff * diff);
             }
             if (cur_error < best_error) {
                 memcpy(L, Laux, (size_t)n);
@@ -139,7 +139,7 @@ static void quantize_k_scales_mins(const float *x, int nmax, float rmin, int nst
         for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
         const float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = fit_scale_min(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep);
+        scales[j] = fit_scale_min(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, 0.1f, nstep, 0);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -342,4 +342,160 @@ void bd_dequantize_row_q8_K(const void *src, float *y, int64_t k) {
     const bd_block_q8_K *x = src;
     for (int64_t i = 0; i < k / BD_QK_K; i++)
         for (int j = 0; j < BD_QK_K; j++) *y++ = x[i].d * x[i].qs[j];
+}
+
+/* ---- Q2_K and Q3_K: 16 sub-blocks of 16 ---- */
+
+/* Stores 2-bit levels L (256, each 0..3) as Q2_K / Q3_K lay them out: element 128c + 32j + l in bits 2j of
+ * byte 32c + l. */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int j = 0; j < BD_QK_K; j += 128)
+        for (int l = 0; l < 32; l++)
+            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+}
+
+void bd_quantize_row_q2_K_ref(const float *x, void *dst, int64_t k) {
+    bd_block_q2_K *y = dst;
+    uint8_t L[BD_QK_K], Laux[16];
+    float weights[16], mins[BD_QK_K / 16], scales[BD_QK_K / 16];
+    for (int64_t i = 0; i < k / BD_QK_K; i++, x += BD_QK_K) {
+        float max_scale = 0, max_min = 0;
+        for (int j = 0; j < BD_QK_K / 16; j++) {
+            for (int l = 0; l < 16; l++) weights[l] = fabsf(x[16 * j + l]);
+            scales[j] = fit_scale_min(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, 1);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        /* 4-bit sub-block scales and mins against the fp16 d and dmin */
+        if (max_scale > 0) {
+            const float iscale = 15.f / max_scale;
+            for (int j = 0; j < BD_QK_K / 16; j++) y[i].scales[j] = (uint8_t)bd_nearest_int(iscale * scales[j]);
+            y[i].d = bd_fp32_to_fp16(max_scale / 15.f);
+        } else {
+            memset(y[i].scales, 0, sizeof y[i].scales);
+            y[i].d = bd_fp32_to_fp16(0.f);
+        }
+        if (max_min > 0) {
+            const float iscale = 15.f / max_min;
+            for (int j = 0; j < BD_QK_K / 16; j++) y[i].scales[j] |= (uint8_t)(bd_nearest_int(iscale * mins[j]) << 4);
+            y[i].dmin = bd_fp32_to_fp16(max_min / 15.f);
+        } else {
+            y[i].dmin = bd_fp32_to_fp16(0.f);
+        }
+        for (int j = 0; j < BD_QK_K / 16; j++) {
+            const float d = bd_fp16_to_fp32(y[i].d) * (y[i].scales[j] & 0xF);
+            if (d == 0) continue; /* keep the levels from the fit, as ggml does */
+            const float dm = bd_fp16_to_fp32(y[i].dmin) * (y[i].scales[j] >> 4);
+            for (int ii = 0; ii < 16; ii++) L[16 * j + ii] = (uint8_t)clampi(bd_nearest_int((x[16 * j + ii] + dm) / d), 0, 3);
+        }
+        pack_2bit(L, y[i].qs);
+    }
+}
+
+void bd_dequantize_row_q2_K(const void *src, float *y, int64_t k) {
+    const bd_block_q2_K *x = src;
+    for (int64_t i = 0; i < k / BD_QK_K; i++) {
+        const float d = bd_fp16_to_fp32(x[i].d), min = bd_fp16_to_fp32(x[i].dmin);
+        for (int e = 0; e < BD_QK_K; e++) {
+            const uint8_t sc = x[i].scales[e / 16];
+            const int q = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            *y++ = d * (sc & 0xF) * q - min * (sc >> 4);
+        }
+    }
+}
+
+/* Q3_K's per-group fit: symmetric levels in [-nmax, nmax-1] with x^2 weights, the start scale from the value
+ * of largest magnitude, then up to 5 passes moving single levels while that improves the weighted fit (ggml's
+ * make_q3_quants with rmse on). L gets level + nmax; returns the scale. */
+static float fit_scale_q3(int n, int nmax, const float *x, int8_t *L) {
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
+    if (amax < GROUP_EPS) {
+        for (int i = 0; i < n; i++) L[i] = 0;
+        return 0.f;
+    }
+    const float iscale = -nmax / max;
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        const int l = clampi(bd_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (int8_t)l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int itry = 0; itry < 5; itry++) {
+        int n_changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * L[i] * L[i];
+                const int new_l = clampi(bd_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+                if (new_l != L[i]) {
+                    slx += w * x[i] * new_l;
+                    sl2 += w * new_l * new_l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (int8_t)new_l, sumlx = slx, suml2 = sl2;
+                        n_changed++;
+                    }
+                }
+            }
+        }
+        if (!n_changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+void bd_quantize_row_q3_K_ref(const float *x, void *dst, int64_t k) {
+    bd_block_q3_K *y = dst;
+    int8_t L[BD_QK_K];
+    float scales[BD_QK_K / 16];
+    for (int64_t i = 0; i < k / BD_QK_K; i++, x += BD_QK_K) {
+        float max_scale = 0, amax = 0;
+        for (int j = 0; j < BD_QK_K / 16; j++) {
+            scales[j] = fit_scale_q3(16, 4, x + 16 * j, L + 16 * j);
+            if (fabsf(scales[j]) > amax) amax = fabsf(scales[j]), max_scale = scales[j];
+        }
+        memset(y[i].scales, 0, sizeof y[i].scales);
+        if (max_scale != 0) {
+            const float iscale = -32.f / max_scale;
+            for (int j = 0; j < BD_QK_K / 16; j++) {
+                int8_t l = (int8_t)bd_nearest_int(iscale * scales[j]);
+                l = (int8_t)((l < -32 ? -32 : l > 31 ? 31 : l) + 32);
+                if (j < 8) y[i].scales[j] = (uint8_t)(l & 0xF);
+                else y[i].scales[j - 8] |= (uint8_t)((l & 0xF) << 4);
+                y[i].scales[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+            }
+            y[i].d = bd_fp32_to_fp16(1 / iscale);
+        } else {
+            y[i].d = bd_fp32_to_fp16(0.f);
+        }
+        for (int j = 0; j < BD_QK_K / 16; j++) {
+            const float d = bd_fp16_to_fp32(y[i].d) * bd_q3_K_scale(y[i].scales, j);
+            if (d == 0) continue; /* keep the levels from the fit, as ggml does */
+            for (int ii = 0; ii < 16; ii++) L[16 * j + ii] = (int8_t)(clampi(bd_nearest_int(x[16 * j + ii] / d), -4, 3) + 4);
+        }
+        /* the third bit of each level into hmask (set: the level is 4..7), the low two bits packed */
+        memset(y[i].hmask, 0, sizeof y[i].hmask);
+        uint8_t L2[BD_QK_K];
+        for (int e = 0; e < BD_QK_K; e++) {
+            if (L[e] > 3) y[i].hmask[e % 32] |= (uint8_t)(1u << (e / 32));
+            L2[e] = (uint8_t)(L[e] > 3 ? L[e] - 4 : L[e]);
+        }
+        pack_2bit(L2, y[i].qs);
+    }
+}
+
+void bd_dequantize_row_q3_K(const void *src, float *y, int64_t k) {
+    const bd_block_q3_K *x = src;
+    for (int64_t i = 0; i < k / BD_QK_K; i++) {
+        const float d = bd_fp16_to_fp32(x[i].d);
+        for (int e = 0; e < BD_QK_K; e++) {
+            const int q = (x[i].qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+            const int h = (x[i].hmask[e % 32] >> (e / 32)) & 1;
+            *y++ = d * (float)bd_q3_K_scale(x[i].scales, e / 16) * (q - (h ? 0 : 4));
+        }
+    }
 }

@@ -104,6 +104,7 @@ static void bf16_from(const float *src, void *dst, int64_t n) { bd_fp32_to_bf16_
 #define ACT_F16 BD_TYPE_F16, bd_fp32_to_fp16_act
 #define ACT_BF16 BD_TYPE_BF16, bd_fp32_to_bf16_act
 #define ACT_Q8_0 BD_TYPE_Q8_0, bd_quantize_row_q8_0_act
+#define ACT_Q8_1 BD_TYPE_Q8_1, bd_quantize_row_q8_1_act
 #define ACT_Q8_K BD_TYPE_Q8_K, bd_quantize_row_q8_K_ref
 #define ACT_NONE 0, NULL
 
@@ -121,6 +122,24 @@ static const bd_type_traits type_table[BD_TYPE_COUNT] = {
                       ACT_Q8_K},
     [BD_TYPE_Q6_K] = {"q6_K", BD_QK_K, sizeof(bd_block_q6_K), 1, bd_dequantize_row_q6_K, bd_quantize_row_q6_K_ref,
                       ACT_Q8_K},
+    [BD_TYPE_Q4_1] = {"q4_1", BD_QK32, sizeof(bd_block_q4_1), 1, bd_dequantize_row_q4_1, bd_quantize_row_q4_1_ref,
+                      ACT_Q8_1},
+    [BD_TYPE_Q5_0] = {"q5_0", BD_QK32, sizeof(bd_block_q5_0), 1, bd_dequantize_row_q5_0, bd_quantize_row_q5_0_ref,
+                      ACT_Q8_0},
+    [BD_TYPE_Q5_1] = {"q5_1", BD_QK32, sizeof(bd_block_q5_1), 1, bd_dequantize_row_q5_1, bd_quantize_row_q5_1_ref,
+                      ACT_Q8_1},
+    [BD_TYPE_IQ4_NL] = {"iq4_nl", BD_QK32, sizeof(bd_block_iq4_nl), 1, bd_dequantize_row_iq4_nl,
+                        bd_quantize_row_iq4_nl, ACT_Q8_0},
+    [BD_TYPE_MXFP4] = {"mxfp4", BD_QK32, sizeof(bd_block_mxfp4), 1, bd_dequantize_row_mxfp4, bd_quantize_row_mxfp4_ref,
+                       ACT_Q8_0},
+    [BD_TYPE_Q2_K] = {"q2_K", BD_QK_K, sizeof(bd_block_q2_K), 1, bd_dequantize_row_q2_K, bd_quantize_row_q2_K_ref,
+                      ACT_Q8_K},
+    [BD_TYPE_Q3_K] = {"q3_K", BD_QK_K, sizeof(bd_block_q3_K), 1, bd_dequantize_row_q3_K, bd_quantize_row_q3_K_ref,
+                      ACT_Q8_K},
+    [BD_TYPE_IQ4_XS] = {"iq4_xs", BD_QK_K, sizeof(bd_block_iq4_xs), 1, bd_dequantize_row_iq4_xs,
+                        bd_quantize_row_iq4_xs, ACT_Q8_K},
+    [BD_TYPE_Q8_1] = {"q8_1", BD_QK32, sizeof(bd_block_q8_1), 1, bd_dequantize_row_q8_1, bd_quantize_row_q8_1_ref,
+                      ACT_NONE},
     [BD_TYPE_Q8_K] = {"q8_K", BD_QK_K, sizeof(bd_block_q8_K), 1, bd_dequantize_row_q8_K, bd_quantize_row_q8_K_ref,
                       ACT_NONE},
 };
@@ -128,7 +147,8 @@ static const bd_type_traits type_table[BD_TYPE_COUNT] = {
 /* braid.h's public braid_type mirrors this enum. */
 #define SAME_ID(t) ((int)BRAID_TYPE_##t == (int)BD_TYPE_##t)
 _Static_assert(SAME_ID(F32) && SAME_ID(F16) && SAME_ID(BF16) && SAME_ID(Q4_0) && SAME_ID(Q8_0) && SAME_ID(Q4_K) &&
-                   SAME_ID(Q5_K) && SAME_ID(Q6_K),
+                   SAME_ID(Q5_K) && SAME_ID(Q6_K) && SAME_ID(Q4_1) && SAME_ID(Q5_0) && SAME_ID(Q5_1) &&
+                   SAME_ID(Q2_K) && SAME_ID(Q3_K) && SAME_ID(IQ4_NL) && SAME_ID(IQ4_XS) && SAME_ID(MXFP4),
                "braid_type (include/braid.h) and bd_type (tensor/types.h) disagree");
 #undef SAME_ID
 

@@ -1,5 +1,6 @@
-/* types.h — the tensor type table: one row per type braid knows (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
- * Q6_K, and Q8_K, the activation format for K-quant dot products), holding every level-independent fact of
+/* types.h — the tensor type table: one row per type braid knows (the float types, the block-of-32 formats
+ * Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4, the K-quants Q2_K..Q6_K and IQ4_XS, and Q8_1 / Q8_K, activation
+ * formats only), holding every level-independent fact of
  * the type: block geometry, the reference (de)quantizers, and which activation format its dot products take
  * and how activations are converted to it. Kernels (dot products, decode gemv, prompt GEMMs) are not here:
  * each SIMD level's file registers the ones it has into dot.h's kernel table (dot_impl.h), and the loader,
@@ -31,13 +32,22 @@ enum bd_type {
     BD_TYPE_F32 = 0,
     BD_TYPE_F16 = 1,
     BD_TYPE_Q4_0 = 2,
+    BD_TYPE_Q4_1 = 3,
+    BD_TYPE_Q5_0 = 6,
+    BD_TYPE_Q5_1 = 7,
     BD_TYPE_Q8_0 = 8,
+    BD_TYPE_Q8_1 = 9, /* activations only (of Q4_1 and Q5_1) */
+    BD_TYPE_Q2_K = 10,
+    BD_TYPE_Q3_K = 11,
     BD_TYPE_Q4_K = 12,
     BD_TYPE_Q5_K = 13,
     BD_TYPE_Q6_K = 14,
     BD_TYPE_Q8_K = 15, /* activations only, not a storage type for weights */
+    BD_TYPE_IQ4_NL = 20,
+    BD_TYPE_IQ4_XS = 23,
     BD_TYPE_BF16 = 30,
-    BD_TYPE_COUNT = 31 /* one past the largest id braid knows */
+    BD_TYPE_MXFP4 = 39,
+    BD_TYPE_COUNT = 40 /* one past the largest id braid knows */
 };
 
 typedef struct bd_type_traits {
@@ -60,7 +70,7 @@ const bd_type_traits *bd_type_traits_get(uint32_t type);
 /* Bytes of a row of n elements (0 if n is negative, not a multiple of the block size, or the type is
  * unknown). */
 size_t bd_row_size(uint32_t type, int64_t n);
-/* Parses "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k", "q5_k", "q6_k", "q8_k" (case-insensitive); -1 if
+/* Parses a type's name as the table spells it ("f32", "q8_0", "q4_K", "iq4_xs", ...; case-insensitive); -1 if
  * unknown. */
 int bd_type_from_name(const char *name);
 

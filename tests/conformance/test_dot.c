@@ -46,8 +46,10 @@ int main(void) {
     for (int lv = 0; lv < levels; lv++) bd_dot_fill_level(tab[lv], lv);
     long ref_blocks = 0, ref_differ = 0; /* ggml's Q8_0: run-time conversion vs reference quantizer */
 
-    static const uint32_t types[] = {BD_TYPE_F32,  BD_TYPE_F16,  BD_TYPE_BF16, BD_TYPE_Q8_0,
-                                     BD_TYPE_Q4_0, BD_TYPE_Q4_K, BD_TYPE_Q5_K, BD_TYPE_Q6_K};
+    static const uint32_t types[] = {BD_TYPE_F32,  BD_TYPE_F16,  BD_TYPE_BF16,   BD_TYPE_Q8_0,   BD_TYPE_Q4_0,
+                                     BD_TYPE_Q4_1, BD_TYPE_Q5_0, BD_TYPE_Q5_1,   BD_TYPE_IQ4_NL, BD_TYPE_MXFP4,
+                                     BD_TYPE_Q2_K, BD_TYPE_Q3_K, BD_TYPE_Q4_K,   BD_TYPE_Q5_K,   BD_TYPE_Q6_K,
+                                     BD_TYPE_IQ4_XS};
     enum { NMAX = 4096 };
     float *xf = malloc(NMAX * sizeof(float)), *yf = malloc(NMAX * sizeof(float));
     float *xd = malloc(NMAX * sizeof(float)), *yd = malloc(NMAX * sizeof(float));

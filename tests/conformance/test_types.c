@@ -99,7 +99,10 @@ static void check_type(uint32_t type, type_result *res, oracle_cpu_traits_fn cpu
                 memset(qb, 0, rs);
                 memset(qg, 0, rs);
                 bt->from_float(x, qb, n);
-                if (g_from) {
+                if (type == BD_TYPE_IQ4_NL || type == BD_TYPE_IQ4_XS) {
+                    /* what llama.cpp's quantizer writes (no importance matrix), which braid reproduces */
+                    ggml_quantize_chunk((enum ggml_type)type, x, qg, 0, 1, n, NULL);
+                } else if (g_from) {
                     g_from(x, qg, n);
                 } else {
                     memcpy(qg, x, rs); /* F32: ggml stores the floats as they are */
@@ -118,6 +121,10 @@ static void check_type(uint32_t type, type_result *res, oracle_cpu_traits_fn cpu
                 } else if (type == BD_TYPE_Q8_K) {
                     const bd_block_q8_K *blk = (const bd_block_q8_K *)qg;
                     for (int64_t i = 0; i < n; i++) yg[i] = blk[i / BD_QK_K].d * blk[i / BD_QK_K].qs[i % BD_QK_K];
+                } else if (type == BD_TYPE_Q8_1) {
+                    const bd_block_q8_1 *blk = (const bd_block_q8_1 *)qg;
+                    for (int64_t i = 0; i < n; i++)
+                        yg[i] = blk[i / BD_QK32].qs[i % BD_QK32] * ggml_fp16_to_fp32(blk[i / BD_QK32].d);
                 } else {
                     memcpy(yg, qg, rs);
                 }
@@ -201,7 +208,9 @@ static void check_names_and_sizes(void) {
     CHECK(bd_row_size(BD_TYPE_F16, 3) == 6, "f16 row size");
     CHECK(bd_row_size(BD_TYPE_Q4_K, 100) == 0, "partial block");
     CHECK(bd_row_size(BD_TYPE_Q4_K, -256) == 0, "negative length");
-    CHECK(bd_row_size(3, 32) == 0, "q4_1 is not supported");
+    CHECK(bd_row_size(BD_TYPE_Q4_1, 32) == 20 && bd_row_size(BD_TYPE_MXFP4, 64) == 34, "q4_1 / mxfp4 row sizes");
+    CHECK(bd_row_size(16, 256) == 0, "iq2_xxs is not supported");
+    CHECK(bd_type_from_name("IQ4_XS") == BD_TYPE_IQ4_XS && bd_type_from_name("mxfp4") == BD_TYPE_MXFP4, "iq4_xs, mxfp4");
     CHECK(bd_type_traits_get(BD_TYPE_COUNT) == NULL && bd_type_traits_get(0xffffffffu) == NULL, "out of range ids");
 }
 
@@ -214,8 +223,10 @@ int main(void) {
     check_names_and_sizes();
     check_scalar_conversions();
 
-    static const uint32_t types[] = {BD_TYPE_F32,  BD_TYPE_F16,  BD_TYPE_BF16, BD_TYPE_Q8_0, BD_TYPE_Q4_0,
-                                     BD_TYPE_Q4_K, BD_TYPE_Q5_K, BD_TYPE_Q6_K, BD_TYPE_Q8_K};
+    static const uint32_t types[] = {BD_TYPE_F32,  BD_TYPE_F16,    BD_TYPE_BF16,   BD_TYPE_Q8_0, BD_TYPE_Q4_0,
+                                     BD_TYPE_Q4_1, BD_TYPE_Q5_0,   BD_TYPE_Q5_1,   BD_TYPE_Q8_1, BD_TYPE_IQ4_NL,
+                                     BD_TYPE_MXFP4, BD_TYPE_Q2_K,  BD_TYPE_Q3_K,   BD_TYPE_Q4_K, BD_TYPE_Q5_K,
+                                     BD_TYPE_Q6_K, BD_TYPE_IQ4_XS, BD_TYPE_Q8_K};
     printf("%-6s %6s %14s %22s %14s\n", "type", "rows", "bytes differ", "max|braid-ggml| float", "roundtrip/max|x|");
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         type_result r = {0};
