@@ -10,6 +10,7 @@
 #include "braid.h"
 #include "commands.h"
 #include "genmodel/genmodel.h"
+#include "tensor/dot.h"
 #include "tensor/types.h"
 
 static void usage(FILE *f) {
@@ -22,7 +23,8 @@ static void usage(FILE *f) {
     for (const char *const *p = gen_preset_names(); *p; p++) fprintf(f, " %s", *p);
     fprintf(f,
             "\n"
-            "  --type       matrix type: f32 (default) f16 bf16 q8_0 q4_0 q4_k q5_k q6_k; 1-D tensors and conv\n"
+            "  --type       matrix type: f32 (default) f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 iq4_nl mxfp4 q2_k q3_k q4_k\n"
+            "               q5_k q6_k iq4_xs; 1-D tensors and conv\n"
             "               kernels stay f32; matrices whose rows do not fit the type's blocks fall back to q8_0/f16\n"
             "  --seed N     weights are a function of (seed, tensor name) (default 1)\n"
             "  --std X      std of the matrices (default 0.1)\n"
@@ -104,7 +106,7 @@ static int cmd_gen_model(int argc, char **argv) {
             p.seed = (uint64_t)s;
         } else if (!strcmp(a, "--type")) {
             int t = bd_type_from_name(v);
-            if (t < 0) {
+            if (t < 0 || !bd_type_supported((uint32_t)t)) { /* Q8_K / Q8_1 are activation formats */
                 fprintf(stderr, "braid gen-model: unknown --type '%s'\n", v);
                 ok = 0;
             }

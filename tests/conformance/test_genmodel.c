@@ -242,8 +242,10 @@ static void test_command_and_determinism(void) {
           sum.n_tensors);
     const char *no_out[] = {"gen-model", "--preset", "tiny", NULL};
     CHECK(run_braid(no_out) == 2, "gen-model without -o must be a usage error");
-    const char *bad_type[] = {"gen-model", "--type", "q3_k", "-o", b, NULL};
-    CHECK(run_braid(bad_type) == 2, "gen-model --type q3_k must be a usage error");
+    const char *bad_type[] = {"gen-model", "--type", "iq2_xxs", "-o", b, NULL};
+    CHECK(run_braid(bad_type) == 2, "gen-model --type iq2_xxs must be a usage error");
+    const char *act_type[] = {"gen-model", "--type", "q8_k", "-o", b, NULL};
+    CHECK(run_braid(act_type) == 2, "gen-model --type q8_k (an activation format) must be a usage error");
     const char *bad_shape[] = {"gen-model", "--vocab", "none", "--v-heads", "3", "-o", b, NULL};
     CHECK(run_braid(bad_shape) == 1, "gen-model with v-heads 3 / k-heads 2 must fail");
     unlink(a);

@@ -4,6 +4,9 @@
  *
  * usage: oracle -m FILE [--ctx N] [--batch N] [--ubatch N] [--threads N] [--seq-max N] [--kv f32|f16]
  *               [--fa on|off|auto] [--kv-unified 0|1] [--default-bufts] [--verbose]
+ *        oracle quantize IN OUT FTYPE   (llama_model_quantize with its default parameters, no importance
+ *                                        matrix: FTYPE is a llama_ftype number, e.g. 15 for Q4_K_M; exit 0 on
+ *                                        success, 1 with llama.cpp's reason on stderr otherwise)
  * Defaults are the strict reference set-up of design.md §7: F32 K/V cache, flash attention off, no extra
  * (AMX / repacked) weight buffers, a unified KV cache. --default-bufts, --kv f16 and --fa auto give what a
  * user of llama.cpp gets. --threads defaults to 1: ggml's workers spin while they wait, and on a loaded
@@ -564,11 +567,30 @@ static int run_command(oracle *o, char **line, size_t *cap) {
 static void usage(void) {
     fprintf(stderr, "usage: oracle -m FILE [--ctx N] [--batch N] [--ubatch N] [--threads N] [--seq-max N]\n"
                     "              [--kv f32|f16] [--fa on|off|auto] [--kv-unified 0|1] [--default-bufts] [--verbose]\n"
+                    "       oracle quantize IN OUT FTYPE\n"
                     "commands on stdin: see the top of tests/oracle/oracle.c\n");
     exit(2);
 }
 
+/* llama.cpp's quantizer on a file, as llama-quantize runs it (2 threads; the ggml CPU backend is not needed). */
+static int quantize_main(int argc, char **argv) {
+    if (argc != 5) usage();
+    llama_log_set(log_cb, NULL);
+    llama_backend_init();
+    struct llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.ftype = (enum llama_ftype)parse_i32(argv[4], "ftype");
+    qp.nthread = 2;
+    const uint32_t rc = llama_model_quantize(argv[2], argv[3], &qp);
+    llama_backend_free();
+    if (rc != 0) {
+        fprintf(stderr, "oracle: llama_model_quantize(%s, %s, ftype %s) failed (%u)\n", argv[2], argv[3], argv[4], rc);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "quantize")) return quantize_main(argc, argv);
     const char *path = NULL;
     int32_t n_ctx = 4096, n_batch = 0, n_ubatch = 512, n_threads = 1, n_seq_max = 4, unified = 1, default_bufts = 0;
     enum ggml_type kv = GGML_TYPE_F32;

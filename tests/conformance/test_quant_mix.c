@@ -1,0 +1,178 @@
+/* test_quant_mix.c — the mixes llama.cpp's quantizer writes (issue 18's acceptance): an F16 gen-model file of
+ * qwen35 and of qwen35moe, quantized inside this test by llama.cpp's own library (llama_model_quantize from the
+ * prebuilt libllama, no importance matrix) to each preset, must load in braid and agree with llama.cpp on the
+ * same file (the oracle driver's `quantize` command runs it, as llama-quantize does).
+ *
+ * The shapes have some row lengths that are not multiples of 256 (qwen35: the FFN's down projection, n_ff 704;
+ * qwen35moe: the experts' down projections, 224), so the K-quant presets write their fallback types beside the
+ * main one (Q5_0, Q5_1, Q8_0, IQ4_NL, ...); each file's type mix is printed. MXFP4 is what the MXFP4_MOE preset
+ * writes for the MoE file's experts.
+ *
+ * Checks per file: every tensor of the mix is a type braid supports and the model loads; on a prompt of 20
+ * tokens, braid's prefill logits against llama.cpp's prefill: top-1 agreement >= 99%, relative max difference
+ * < 0.05, and greedy continuations of 12 tokens identical (files with IQ4_NL tensors: see compare()). The dense
+ * file gets every preset, the MoE file the ones whose mixes differ (to keep the runtime near a minute). Bit-identity: every quantized dot
+ * product of these types is bit-identical to ggml's CPU backend at every level (conformance_dot); the logits
+ * themselves also pass through braid's float kernels, which claim ggml's order for the default CPU pair, so
+ * there every row must be bit-identical too. Under another pair (BRAID_SIMD / BRAID_GGML_CPU forced) the count
+ * is printed, not asserted. Prints llama.cpp's agreement with itself (token by token vs prefill) beside it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "braid.h"
+#include "gguf/gguf.h"
+#include "genmodel/genmodel.h"
+#include "oracle_client.h"
+#include "oracle_cpu.h"
+#include "tensor/dot.h"
+#include "tensor/types.h"
+#include "test.h"
+#include "logits_cmp.h"
+
+/* The type mix of a GGUF file: count and bytes per tensor type, printed on one line; returns how many tensors
+ * have a type braid cannot compute with. */
+static int print_mix(const char *path, const char *label, int *has_iq4_nl) {
+    gguf_file *f = NULL;
+    CHECK_STATUS(gguf_open(path, &f), BRAID_OK);
+    if (!f) return 1;
+    long count[64] = {0};
+    double bytes[64] = {0};
+    int unsupported = 0;
+    for (size_t i = 0; i < gguf_n_tensors(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        if (t->type < 64) count[t->type]++, bytes[t->type] += (double)t->nbytes;
+        if (t->type == BRAID_TYPE_IQ4_NL) *has_iq4_nl = 1;
+        if (t->type != BRAID_TYPE_F32 && !bd_type_supported(t->type)) {
+            unsupported++;
+            printf("    unsupported: %s (%s)\n", t->name, gguf_type_name(t->type));
+        }
+    }
+    printf("  %-24s", label);
+    for (int ty = 0; ty < 64; ty++)
+        if (count[ty]) printf(" %s:%ld (%.0f KiB)", gguf_type_name((uint32_t)ty), count[ty], bytes[ty] / 1024);
+    printf("\n");
+    gguf_close(f);
+    return unsupported;
+}
+
+/* Whether braid claims bit-identical logits here: its own level and the ggml variant llama.cpp loads are the
+ * pair its float kernels follow (AVX-512 and an AVX-512 build of ggml, neither forced to something else). */
+static int claims_exact(void) {
+    const char *variant = "none";
+    if (!oracle_cpu_traits(&variant)) return 0;
+    static const char *const avx512_builds[] = {"sapphirerapids", "zen4",        "cooperlake", "icelake",
+                                                "cannonlake",     "cascadelake", "skylakex"};
+    int avx512_build = 0;
+    for (size_t i = 0; i < sizeof avx512_builds / sizeof avx512_builds[0]; i++)
+        avx512_build |= !strcmp(variant, avx512_builds[i]);
+    return avx512_build && !strcmp(bd_simd_level(), "avx512");
+}
+
+static void compare(const char *path, const char *label, int exact_claimed, int has_iq4_nl) {
+    braid_model *m = NULL;
+    CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
+    if (!m) return;
+    oracle *o = NULL;
+    CHECK_STATUS(oracle_start(path, "--ctx 256 --seq-max 1 --kv f32 --fa off --threads 1", &o), BRAID_OK);
+    if (!o) {
+        braid_model_free(m);
+        return;
+    }
+    enum { N = 20, P = 1, G = 12 };
+    cmp ct = {0}, cself = {0};
+    int exact = 0, all_same = 1;
+    for (int pr = 0; pr < P; pr++) {
+        braid_token toks[N];
+        rand_tokens(toks, N, braid_model_n_vocab(m), 500 + pr);
+        const int same = cmp_quant_prompt(m, o, 256, toks, N, G, &ct, &cself, &exact);
+        all_same &= same == G;
+    }
+    printf("  %-24s top-1 %d/%d, max rel %.3e, bit-identical rows %d/%d, greedy %s | llama.cpp vs itself: top-1 "
+           "%d/%d, max rel %.3e\n",
+           label, ct.top1_equal, ct.rows, ct.max_rel, exact, ct.rows, all_same ? "identical" : "DIFFERS",
+           cself.top1_equal, cself.rows, cself.max_rel);
+    if (has_iq4_nl) {
+        /* llama.cpp's prompt runs IQ4_NL through llamafile's tinyBLAS (one chain per output), its decode through
+         * vec_dot (two chains), and braid follows vec_dot in both: so its prefill agrees with llama.cpp token by
+         * token, and against llama.cpp's prefill it must do no worse than llama.cpp itself (25% margin on the
+         * relative difference). The greedy continuations start from different prefills: printed only. */
+        CHECK(ct.top1_equal >= cself.top1_equal, "%s: top-1 %d/%d, llama.cpp itself %d", label, ct.top1_equal,
+              ct.rows, cself.top1_equal);
+        CHECK(ct.max_rel <= 1.25 * cself.max_rel + 1e-6, "%s: max rel %.3e, llama.cpp itself %.3e", label, ct.max_rel,
+              cself.max_rel);
+    } else {
+        CHECK(ct.top1_equal * 100 >= ct.rows * 99, "%s: top-1 agreement %d/%d", label, ct.top1_equal, ct.rows);
+        CHECK(ct.max_rel < 0.05, "%s: max rel %.3e", label, ct.max_rel);
+        CHECK(all_same, "%s: greedy continuations differ", label);
+        if (exact_claimed)
+            CHECK(exact == ct.rows, "%s: %d of %d rows not bit-identical", label, ct.rows - exact, ct.rows);
+    }
+    CHECK_STATUS(oracle_stop(o), BRAID_OK);
+    braid_model_free(m);
+}
+
+int main(void) {
+    const int exact_claimed = claims_exact();
+    printf("braid SIMD level %s; bit-identical logits %s\n", bd_simd_level(),
+           exact_claimed ? "claimed (asserted)" : "not claimed for this pair (printed)");
+    char dir[] = "/tmp/braid_quant_mix_XXXXXX";
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    static const struct {
+        const char *name;
+        int ftype; /* llama_ftype */
+        int moe_only; /* 1: the MoE file only; -1: the dense file only (keeps the runtime near a minute) */
+    } presets[] = {
+        {"Q4_0", 2, -1},     {"Q4_1", 3, 0},
+        {"Q5_0", 8, 0},     {"Q5_1", 9, -1},
+        {"Q8_0", 7, -1},     {"Q2_K", 10, -1},
+        {"Q3_K_M", 12, 0}, {"Q4_K_M", 15, 0},
+        {"Q5_K_M", 17, 0}, {"Q6_K", 18, -1},
+        {"IQ4_NL", 25, -1}, {"IQ4_XS", 30, 0},
+        {"MXFP4_MOE", 38, 1},
+    };
+    static const struct {
+        const char *arch;
+        int64_t n_ff, n_ff_exp;
+    } archs[] = {{"qwen35", 704, 0}, {"qwen35moe", 0, 224}};
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+        char f16[600];
+        snprintf(f16, sizeof f16, "%s/%s-f16.gguf", dir, archs[a].arch);
+        gen_params p;
+        gen_params_default(&p);
+        p.arch = archs[a].arch;
+        p.preset = "medium";
+        p.type = BRAID_TYPE_F16;
+        p.seed = 70 + a;
+        p.vocab = "none";
+        p.n_vocab = 1024;
+        if (archs[a].n_ff) p.over.n_ff = archs[a].n_ff;
+        if (archs[a].n_ff_exp) p.over.n_ff_exp = archs[a].n_ff_exp;
+        CHECK_STATUS(gen_model_write(&p, f16, NULL), BRAID_OK);
+        const int moe = archs[a].n_ff_exp > 0;
+        for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+            if ((presets[i].moe_only == 1 && !moe) || (presets[i].moe_only == -1 && moe)) continue;
+            char out[600], label[64];
+            snprintf(out, sizeof out, "%s/%s-%s.gguf", dir, archs[a].arch, presets[i].name);
+            snprintf(label, sizeof label, "%s %s", archs[a].arch, presets[i].name);
+            char cmd[6000];
+            snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' %d > /dev/null", oracle_binary(), f16, out,
+                     presets[i].ftype);
+            const int rc = system(cmd);
+            CHECK(rc == 0, "%s: llama.cpp's quantizer failed (%d): %s", label, rc, cmd);
+            if (rc != 0) continue;
+            int has_iq4_nl = 0;
+            CHECK(print_mix(out, label, &has_iq4_nl) == 0, "%s: tensors of types braid does not support", label);
+            compare(out, label, exact_claimed, has_iq4_nl);
+            unlink(out);
+        }
+        unlink(f16);
+    }
+    rmdir(dir);
+    TEST_MAIN_END();
+}
