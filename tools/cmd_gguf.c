@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "gguf/gguf.h"
+#include "tensor/dot.h"
 #include "gguf/utf8.h"
 
 #define MAX_ARRAY_SHOWN 8     /* elements printed before "... (N elements)" */
@@ -148,6 +149,29 @@ static int cmd_gguf(int argc, char **argv) {
     }
     fprintf(o, "\ntotals: %zu tensors, %" PRIu64 " parameters, %" PRIu64 " bytes of tensor data, file size %zu\n",
             n_t, params, bytes, gguf_file_size(f));
+    /* The quantization mix, and which tensors braid cannot compute with (any type it has no kernels for). */
+    enum { MAX_ID = 64 };
+    size_t count[MAX_ID] = {0}, tbytes[MAX_ID] = {0}, n_missing = 0;
+    for (size_t i = 0; i < n_t; i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        if (t->type < MAX_ID) count[t->type]++, tbytes[t->type] += t->nbytes;
+        n_missing += !bd_type_supported(t->type);
+    }
+    fprintf(o, "\ntype mix:\n");
+    for (uint32_t ty = 0; ty < MAX_ID; ty++)
+        if (count[ty])
+            fprintf(o, "  %-8s %6zu tensors %14zu bytes (%5.1f%%)%s\n", gguf_type_name(ty), count[ty], tbytes[ty],
+                    bytes ? 100.0 * (double)tbytes[ty] / (double)bytes : 0.0,
+                    bd_type_supported(ty) ? "" : "  (braid has no kernels for this type)");
+    if (n_missing) {
+        fprintf(o, "\nbraid cannot run this file: %zu tensors of unsupported types:\n", n_missing);
+        for (size_t i = 0; i < n_t; i++) {
+            const gguf_tensor *t = gguf_tensor_at(f, i);
+            if (!bd_type_supported(t->type)) fprintf(o, "  %-40s %s\n", t->name, gguf_type_name(t->type));
+        }
+    } else {
+        fprintf(o, "braid supports every tensor type of this file\n");
+    }
     gguf_close(f);
     return 0;
 }

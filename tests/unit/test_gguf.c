@@ -818,8 +818,21 @@ static void test_cmd(void) {
     CHECK(strstr(out, "b.q8_0") && strstr(out, "q8_0") && strstr(out, "[64]"), "tensor line");
     CHECK(strstr(out, "totals: 4 tensors, 630 parameters, 476 bytes of tensor data") != NULL, "totals: %s",
           strstr(out, "totals") ? strstr(out, "totals") : out);
-    /* A long array is abbreviated. */
+    CHECK(strstr(out, "type mix:") && strstr(out, "braid supports every tensor type of this file"), "mix: %s",
+          strstr(out, "type mix") ? strstr(out, "type mix") : out);
+    /* A type braid has no kernels for is named with the tensor that has it. */
     gguf_writer *w;
+    CHECK_STATUS(gguf_writer_new(3, &w), BRAID_OK);
+    static uint8_t iq2[66];
+    const int64_t ne_iq2[1] = {256};
+    CHECK_STATUS(gguf_writer_add_tensor(w, "blk.0.ffn_up.weight", 16 /* iq2_xxs */, 1, ne_iq2, iq2), BRAID_OK);
+    CHECK_STATUS(gguf_writer_write(w, path, NULL, NULL), BRAID_OK);
+    gguf_writer_free(w);
+    CHECK(run_braid(args, out, sizeof out) == 0, "exit 0");
+    CHECK(strstr(out, "braid cannot run this file: 1 tensors of unsupported types") &&
+              strstr(out, "blk.0.ffn_up.weight") && strstr(out, "iq2_xxs"),
+          "unsupported listed: %s", strstr(out, "type mix") ? strstr(out, "type mix") : out);
+    /* A long array is abbreviated. */
     CHECK_STATUS(gguf_writer_new(3, &w), BRAID_OK);
     int32_t many[100];
     for (int i = 0; i < 100; i++) many[i] = i;
