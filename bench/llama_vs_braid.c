@@ -182,7 +182,19 @@ int main(int argc, char **argv) {
             return 1;
         }
         llama_log_set(quiet_log, NULL);
-        ggml_backend_load_all_from_path(dir);
+        /* BRAID_GGML_CPU=haswell (say) loads that CPU variant instead of the best one for this CPU, so that
+         * braid forced to a lower level (BRAID_SIMD=avx2) meets llama.cpp at the same level. */
+        const char *force = getenv("BRAID_GGML_CPU");
+        if (force && *force) {
+            char lib[4200];
+            snprintf(lib, sizeof lib, "%s/libggml-cpu-%s.so", dir, force);
+            if (!ggml_backend_load(lib)) {
+                fprintf(stderr, "BRAID_GGML_CPU=%s: cannot load %s on this CPU\n", force, lib);
+                return 1;
+            }
+        } else {
+            ggml_backend_load_all_from_path(dir);
+        }
         llama_backend_init();
         if (!llama_run(path, &c, lpp, ltg)) failed = 1;
     }

@@ -15,8 +15,11 @@
 #include "tensor/types.h"
 
 void bd_dot_fill_scalar(bd_dot_traits table[BD_TYPE_COUNT]); /* dot_scalar.c: a vec_dot for every weight type */
-/* AVX2 + FMA + F16C: the dot products (dot_avx2.c). */
+/* AVX2 + FMA + F16C: the dot products (dot_avx2.c), the decode gemv kernels (gemv_avx2.c; the AVX-512 level
+ * keeps them for the types it has none for), the prompt GEMMs (gemm_avx2.c, with AVX-VNNI where the CPU has it). */
 void bd_dot_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
+void bd_gemv_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
+void bd_gemm_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
 /* AVX-512 F, BW, VL, VNNI (BF16 optional): the dot products (dot_avx512.c), the decode gemv kernels
  * (gemv_avx512.c), the prompt GEMMs (gemm_q8.c, gemm_k.c). */
 void bd_dot_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]);

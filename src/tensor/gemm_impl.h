@@ -1,5 +1,5 @@
-/* gemm_impl.h — internal to the integer GEMMs (gemm_q8.c, gemm_k.c): their target attribute and the lane
- * reduction they share.
+/* gemm_impl.h — internal to the integer GEMMs (gemm_q8.c, gemm_k.c: AVX-512 VNNI; gemm_avx2.c: AVX2 and
+ * AVX-VNNI): their target attribute, the lane reduction, and the activation and weight layouts they share.
  *
  * Each output's float chain lives in 8 lanes (half of a 512-bit vector: two outputs per vector). At the end,
  * the 8 lanes are summed in the fixed tree of ggml's hsum_float_8, which the vec_dots reproduce (dot.h):
@@ -7,6 +7,9 @@
  * transposing as it adds; every addition is the one of that tree, so the bits are those of a per-output sum. */
 #ifndef BRAID_TENSOR_GEMM_IMPL_H
 #define BRAID_TENSOR_GEMM_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "tensor/simd.h"
 
@@ -40,6 +43,43 @@ static inline void gemmq_prefetch_part(const uint8_t *p, size_t len, int64_t i, 
     const size_t lo = len * (size_t)i / (size_t)n, hi = len * (size_t)(i + 1) / (size_t)n;
     for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)(p + o), _MM_HINT_T1);
 }
+
+/* ---- Q8_0 / Q4_0 (gemm_q8.c's layouts; the AVX2 kernels read the same ones) ----
+ * Packed activations, per pair of tokens and block, BD_GEMMQ8_REC bytes: the two tokens' levels + 128 (32 + 32)
+ * then their scales (8 floats each). Prepared weights, per row and block, BD_GEMMQ8_WREC bytes: 32 signed levels
+ * (Q4_0: q - 8) then 8 int32 corrections -128 * (sum of the lane's 4 levels); the block scales as floats after
+ * the rows' records. A tile computes R <= BD_GEMMQ8_TR rows x P pairs of tokens. */
+enum { BD_GEMMQ8_REC = 128, BD_GEMMQ8_WREC = 64, BD_GEMMQ8_PREP = 256 * 1024, BD_GEMMQ8_TR = 4 };
+#define BD_GEMMQ8_MAX_K ((int64_t)(BD_GEMMQ8_PREP / (4 * (BD_GEMMQ8_WREC + 4)) * 32))
+typedef void (*bd_gemmq8_tile_fn)(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap,
+                                  size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T);
+size_t bd_gemmq8_pack_size(int64_t K, int64_t T);
+void bd_gemmq8_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed);
+/* Rows [r0, r1) with tiles[(R - 1) * tp + P - 1] for R rows x P pairs (P <= tp). */
+void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, uint32_t wtype, const uint8_t *W, size_t wrow,
+                         int64_t K, const void *packed, int64_t T, int64_t r0, int64_t r1, float *y, int64_t ldy);
+
+/* ---- K-quants against Q8_K (gemm_k.c's layouts, which its top comment describes; the AVX2 kernels read the
+ * same ones). A packed pair of tokens per super-block is BD_GEMMK_REC bytes: runs of 32 at 64 * s + 32 * h
+ * (token h), the scales at BD_GEMMK_REC_DS (8 copies per token), then at BD_GEMMK_REC_BS the bsums (Q6_K) or
+ * the run-sum pairs and -d (Q4_K / Q5_K). Prepared rows: BD_GEMMK45_WREC / BD_GEMMK6_WREC bytes per
+ * super-block. */
+enum {
+    BD_GEMMK_REC = 640, BD_GEMMK_REC_DS = 512, BD_GEMMK_REC_BS = 576,
+    BD_GEMMK45_WREC = 320, /* levels 256, run scales 8 x int32 @256, min pairs 4 x int32 @288, d @304, dmin @308 */
+    BD_GEMMK6_WREC = 576,  /* levels 256, run scales 8 x 32 bytes @256, -32 * scales 16 x int16 @512, d @544 */
+    BD_GEMMK_PREP = 256 * 1024, /* stack bytes for prepared weights */
+    BD_GEMMK_TR = 4,
+};
+#define BD_GEMMK45_MAX_K ((int64_t)(BD_GEMMK_PREP / (4 * BD_GEMMK45_WREC) * 256))
+#define BD_GEMMK6_MAX_K ((int64_t)(BD_GEMMK_PREP / (4 * BD_GEMMK6_WREC) * 256))
+typedef void (*bd_gemmk_tile_fn)(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB, const uint8_t *ap,
+                                 size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T);
+size_t bd_gemmk_pack_size(int64_t K, int64_t T);
+void bd_gemmk45_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed);
+void bd_gemmk6_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed);
+void bd_gemmk_rows_with(const bd_gemmk_tile_fn *tiles, int tp, uint32_t wtype, const uint8_t *W, size_t wrow,
+                        int64_t K, const void *packed, int64_t T, int64_t r0, int64_t r1, float *y, int64_t ldy);
 #endif
 
 #endif

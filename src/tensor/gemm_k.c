@@ -30,27 +30,26 @@
 #if BD_HAVE_X86
 
 enum {
-    K_REC = 640,              /* packed bytes per pair of tokens per super-block */
-    K_REC_DS = 512,           /* offset of the pair's d (16 floats) */
-    K_REC_BS = 576,           /* offset of the pair's bsums (32 int16), or of the run sums (8 int32) and -d */
+    K_REC = BD_GEMMK_REC,
+    K_REC_DS = BD_GEMMK_REC_DS,
+    K_REC_BS = BD_GEMMK_REC_BS,
     K_PAIRS = BD_GEMMQ_GROUP / 2,
-    /* prepared weights per row per super-block */
-    K45_WREC = 320,           /* levels 256, run scales 8 x int32 @256, min pairs 4 x int32 @288, d @304, dmin @308 */
-    K6_WREC = 576,            /* levels 256, run scales 8 x 32 bytes @256, -32 * scales 16 x int16 @512, d @544 */
-    K_PREP = 256 * 1024,      /* stack bytes for prepared weights */
+    K45_WREC = BD_GEMMK45_WREC,
+    K6_WREC = BD_GEMMK6_WREC,
+    K_PREP = BD_GEMMK_PREP,
     K_TOK_BYTES = 1024 * 1024, /* packed activations per token block */
-    K_TR = 4,                 /* tile: weight rows */
+    K_TR = BD_GEMMK_TR,       /* tile: weight rows */
     K_TP = 4,                 /* tile: pairs of tokens */
 };
 
 static size_t k_group_bytes(int64_t NB) { return (size_t)NB * K_PAIRS * K_REC; }
 
-static size_t k_pack_size(int64_t K, int64_t T) {
+size_t bd_gemmk_pack_size(int64_t K, int64_t T) {
     const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
     return (size_t)groups * k_group_bytes(K / BD_QK_K);
 }
 
-GEMMQ_TARGET static void k_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+BD_TARGET_AVX2 void bd_gemmk6_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
     const int64_t NB = K / BD_QK_K;
     uint8_t *out = (uint8_t *)packed + (size_t)g * k_group_bytes(NB);
     for (int lane = 0; lane < BD_GEMMQ_GROUP; lane++) {
@@ -93,15 +92,15 @@ static void k_pack_runsums(uint8_t *rec) {
     }
 }
 
-GEMMQ_TARGET static void k45_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
-    k_pack(xq, xrow, K, T, g, packed);
+BD_TARGET_AVX2 void bd_gemmk45_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+    bd_gemmk6_pack(xq, xrow, K, T, g, packed);
     const int64_t NB = K / BD_QK_K;
     uint8_t *out = (uint8_t *)packed + (size_t)g * k_group_bytes(NB);
     for (int64_t r = 0; r < K_PAIRS * NB; r++) k_pack_runsums(out + (size_t)r * K_REC);
 }
 
 /* Rows [0, nr) of W (type wtype) into wp, nr * NB records of wrec bytes. */
-GEMMQ_TARGET static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, int64_t nr, uint8_t *wp,
+BD_TARGET_AVX2 static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, int64_t nr, uint8_t *wp,
                                 size_t wrec) {
     const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
     for (int64_t r = 0; r < nr; r++) {
@@ -274,8 +273,6 @@ GEMMQ_INLINE void k_tile(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB,
             }
 }
 
-typedef void (*k_tile_fn)(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB, const uint8_t *ap, size_t aps,
-                          float *y, int64_t ldy, int64_t t0, int64_t T);
 #define K_TILE(KIND, R, P)                                                                                      \
     GEMMQ_TARGET static void k##KIND##_tile_##R##_##P(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB,      \
                                                       const uint8_t *ap, size_t aps, float *y, int64_t ldy,        \
@@ -287,7 +284,7 @@ typedef void (*k_tile_fn)(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB
     K_TILE(KIND, 2, 1) K_TILE(KIND, 2, 2) K_TILE(KIND, 2, 3) K_TILE(KIND, 2, 4)                                  \
     K_TILE(KIND, 3, 1) K_TILE(KIND, 3, 2) K_TILE(KIND, 3, 3) K_TILE(KIND, 3, 4)                                  \
     K_TILE(KIND, 4, 1) K_TILE(KIND, 4, 2) K_TILE(KIND, 4, 3) K_TILE(KIND, 4, 4)                                  \
-    static const k_tile_fn k##KIND##_tiles[K_TR][K_TP] = {                                                       \
+    static const bd_gemmk_tile_fn k##KIND##_tiles[K_TR][K_TP] = {                                                       \
         {k##KIND##_tile_1_1, k##KIND##_tile_1_2, k##KIND##_tile_1_3, k##KIND##_tile_1_4},                        \
         {k##KIND##_tile_2_1, k##KIND##_tile_2_2, k##KIND##_tile_2_3, k##KIND##_tile_2_4},                        \
         {k##KIND##_tile_3_1, k##KIND##_tile_3_2, k##KIND##_tile_3_3, k##KIND##_tile_3_4},                        \
@@ -298,12 +295,11 @@ K_TILES(6)
 
 static size_t k_wrec(uint32_t wtype) { return wtype == BD_TYPE_Q6_K ? K6_WREC : K45_WREC; }
 
-static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
-                   int64_t r0, int64_t r1, float *y, int64_t ldy) {
+/* The row loop shared with the AVX2 kernels (gemm_impl.h). */
+void bd_gemmk_rows_with(const bd_gemmk_tile_fn *tiles, int tp, uint32_t wtype, const uint8_t *W, size_t wrow,
+                        int64_t K, const void *packed, int64_t T, int64_t r0, int64_t r1, float *y, int64_t ldy) {
     const int64_t NB = K / BD_QK_K, ngroups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
-    const int q6 = wtype == BD_TYPE_Q6_K;
     const size_t wrec = k_wrec(wtype), wps = (size_t)NB * wrec, aps = (size_t)NB * K_REC, gbytes = k_group_bytes(NB);
-    const k_tile_fn(*tiles)[K_TP] = q6 ? k6_tiles : wtype == BD_TYPE_Q5_K ? k5_tiles : k4_tiles;
     int64_t rb = (K_PREP / (int64_t)wps) & ~(int64_t)3;
     if (rb > 64) rb = 64;
     int64_t tb = K_TOK_BYTES / (int64_t)gbytes; /* groups per token block */
@@ -319,18 +315,24 @@ static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, con
                 gemmq_prefetch_part(W + (size_t)(rs + nr) * wrow, (size_t)next * wrow, g - g0, g1 - g0);
                 const int64_t npairs = (T - g * BD_GEMMQ_GROUP + 1) / 2 < K_PAIRS ? (T - g * BD_GEMMQ_GROUP + 1) / 2
                                                                                   : K_PAIRS;
-                for (int64_t p = 0; p < npairs; p += K_TP) {
-                    const int np = (int)(npairs - p < K_TP ? npairs - p : K_TP);
+                for (int64_t p = 0; p < npairs; p += tp) {
+                    const int np = (int)(npairs - p < tp ? npairs - p : tp);
                     const uint8_t *ap = (const uint8_t *)packed + (size_t)g * gbytes + (size_t)p * aps;
                     for (int64_t r = 0; r < nr; r += K_TR) {
                         const int R = (int)(nr - r < K_TR ? nr - r : K_TR);
-                        tiles[R - 1][np - 1](wp + (size_t)r * wps, wps, wrec, NB, ap, aps, y + rs + r, ldy,
-                                             g * BD_GEMMQ_GROUP + 2 * p, T);
+                        tiles[(R - 1) * tp + np - 1](wp + (size_t)r * wps, wps, wrec, NB, ap, aps, y + rs + r, ldy,
+                                                     g * BD_GEMMQ_GROUP + 2 * p, T);
                     }
                 }
             }
         }
     }
+}
+
+static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
+                   int64_t r0, int64_t r1, float *y, int64_t ldy) {
+    const bd_gemmk_tile_fn(*tiles)[K_TP] = wtype == BD_TYPE_Q6_K ? k6_tiles : wtype == BD_TYPE_Q5_K ? k5_tiles : k4_tiles;
+    bd_gemmk_rows_with(&tiles[0][0], K_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
 }
 
 /* Q8_K activations, the same bytes as the reference quantizer (bd_quantize_row_q8_K_ref in quant_k.c, which
@@ -386,9 +388,8 @@ GEMMQ_TARGET static void k_quantize_q8_K(const float *x, void *dst, int64_t k) {
     }
 }
 
-static const bd_gemmq_ops k45_ops = {k_pack_size, k45_pack, k_rows, K_PREP / (4 * K45_WREC) * BD_QK_K,
-                                     k_quantize_q8_K};
-static const bd_gemmq_ops k6_ops = {k_pack_size, k_pack, k_rows, K_PREP / (4 * K6_WREC) * BD_QK_K, k_quantize_q8_K};
+static const bd_gemmq_ops k45_ops = {bd_gemmk_pack_size, bd_gemmk45_pack, k_rows, BD_GEMMK45_MAX_K, k_quantize_q8_K};
+static const bd_gemmq_ops k6_ops = {bd_gemmk_pack_size, bd_gemmk6_pack, k_rows, BD_GEMMK6_MAX_K, k_quantize_q8_K};
 
 void bd_gemm_k_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q4_K].gemm = &k45_ops;

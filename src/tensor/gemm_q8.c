@@ -27,20 +27,20 @@
 #if BD_HAVE_X86
 
 enum {
-    Q8_REC = 128,              /* packed activation bytes per pair of tokens per block */
-    Q8_WREC = 64,              /* prepared weight bytes per row per block */
-    Q8_PREP = 256 * 1024,      /* stack bytes for prepared weights (and their scales) */
+    Q8_REC = BD_GEMMQ8_REC,
+    Q8_WREC = BD_GEMMQ8_WREC,
+    Q8_PREP = BD_GEMMQ8_PREP,
     Q8_TOK_BYTES = 1024 * 1024, /* packed activations per token block (stay in L2 while rows pass) */
-    Q8_TR = 4,                 /* tile: weight rows */
+    Q8_TR = BD_GEMMQ8_TR,      /* tile: weight rows */
     Q8_TP = 3,                 /* tile: pairs of tokens */
 };
 
-static size_t q8_pack_size(int64_t K, int64_t T) {
+size_t bd_gemmq8_pack_size(int64_t K, int64_t T) {
     const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
     return (size_t)groups * (BD_GEMMQ_GROUP / 2) * (size_t)(K / BD_QK8_0) * Q8_REC;
 }
 
-GEMMQ_TARGET static void q8_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+BD_TARGET_AVX2 void bd_gemmq8_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
     const int64_t B = K / BD_QK8_0;
     const __m256i flip = _mm256_set1_epi8((char)0x80);
     uint8_t *out = (uint8_t *)packed + (size_t)g * (BD_GEMMQ_GROUP / 2) * (size_t)B * Q8_REC;
@@ -59,10 +59,12 @@ GEMMQ_TARGET static void q8_pack(const uint8_t *xq, size_t xrow, int64_t K, int6
     }
 }
 
-/* Rows [0, nr) of W into wp (nr * B records) and dw (nr * B block scales). */
-GEMMQ_TARGET static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, uint8_t *wp,
-                                 float *dw) {
-    const __m256i c128 = _mm256_set1_epi8((char)0x80), zero = _mm256_setzero_si256(), eight = _mm256_set1_epi8(8);
+/* Rows [0, nr) of W into wp (nr * B records) and dw (nr * B block scales). The correction is computed
+ * without VNNI (the sum of the 4 weights of a lane times -128), so the AVX2 kernels can share this layout. */
+BD_TARGET_AVX2 static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, uint8_t *wp,
+                                   float *dw) {
+    const __m256i zero = _mm256_setzero_si256(), eight = _mm256_set1_epi8(8);
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     const __m128i low4 = _mm_set1_epi8(0x0F);
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *row = W + (size_t)r * wrow;
@@ -82,8 +84,8 @@ GEMMQ_TARGET static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow, 
             }
             uint8_t *rec = wp + ((size_t)r * (size_t)B + (size_t)b) * Q8_WREC;
             _mm256_storeu_si256((__m256i *)rec, q);
-            _mm256_storeu_si256((__m256i *)(rec + 32),
-                                _mm256_sub_epi32(zero, _mm256_dpbusd_epi32(zero, c128, q)));
+            const __m256i sum4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+            _mm256_storeu_si256((__m256i *)(rec + 32), _mm256_sub_epi32(zero, _mm256_slli_epi32(sum4, 7)));
             dw[r * B + b] = _cvtsh_ss(d);
         }
     }
@@ -132,8 +134,6 @@ GEMMQ_INLINE void q8_tile(const uint8_t *wp, size_t wps, const float *dw, int64_
             }
 }
 
-typedef void (*q8_tile_fn)(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap, size_t aps,
-                           float *y, int64_t ldy, int64_t t0, int64_t T);
 #define Q8_TILE(R, P)                                                                                           \
     GEMMQ_TARGET static void q8_tile_##R##_##P(const uint8_t *wp, size_t wps, const float *dw, int64_t B,        \
                                                const uint8_t *ap, size_t aps, float *y, int64_t ldy, int64_t t0, \
@@ -152,20 +152,22 @@ Q8_TILE(3, 3)
 Q8_TILE(4, 1)
 Q8_TILE(4, 2)
 Q8_TILE(4, 3)
-static const q8_tile_fn q8_tiles[Q8_TR][Q8_TP] = {{q8_tile_1_1, q8_tile_1_2, q8_tile_1_3},
+static const bd_gemmq8_tile_fn q8_tiles[Q8_TR][Q8_TP] = {{q8_tile_1_1, q8_tile_1_2, q8_tile_1_3},
                                                   {q8_tile_2_1, q8_tile_2_2, q8_tile_2_3},
                                                   {q8_tile_3_1, q8_tile_3_2, q8_tile_3_3},
                                                   {q8_tile_4_1, q8_tile_4_2, q8_tile_4_3}};
 
-static void q8_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
-                    int64_t r0, int64_t r1, float *y, int64_t ldy) {
+/* The row loop shared with the AVX2 kernels (gemm_impl.h): blocks of rows prepared on the stack, token blocks
+ * that stay in L2, the tile of each level from its table. */
+void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, uint32_t wtype, const uint8_t *W, size_t wrow,
+                         int64_t K, const void *packed, int64_t T, int64_t r0, int64_t r1, float *y, int64_t ldy) {
     const int64_t B = K / BD_QK8_0, npairs = (T + 1) / 2;
     const size_t wps = (size_t)B * Q8_WREC, aps = (size_t)B * Q8_REC;
     /* rows per prepared block: records and scales within Q8_PREP (rows_max guarantees at least 4) */
     int64_t rb = (Q8_PREP / (int64_t)(wps + (size_t)B * sizeof(float))) & ~(int64_t)3;
     if (rb > 64) rb = 64;
-    int64_t tb = (Q8_TOK_BYTES / (int64_t)aps) / Q8_TP * Q8_TP;
-    if (tb < Q8_TP) tb = Q8_TP;
+    int64_t tb = (Q8_TOK_BYTES / (int64_t)aps) / tp * tp;
+    if (tb < tp) tb = tp;
     _Alignas(64) uint8_t wp[Q8_PREP];
     float *dw = (float *)(wp + (size_t)rb * wps);
     for (int64_t p0 = 0; p0 < npairs; p0 += tb) {
@@ -173,22 +175,27 @@ static void q8_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, co
         for (int64_t rs = r0; rs < r1; rs += rb) {
             const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
             q8_prep(wtype, W + (size_t)rs * wrow, wrow, B, nr, wp, dw);
-            const int64_t next = r1 - (rs + nr) < rb ? r1 - (rs + nr) : rb, steps = (p1 - p0 + Q8_TP - 1) / Q8_TP;
-            for (int64_t p = p0; p < p1; p += Q8_TP) {
-                const int np = (int)(p1 - p < Q8_TP ? p1 - p : Q8_TP);
-                gemmq_prefetch_part(W + (size_t)(rs + nr) * wrow, (size_t)next * wrow, (p - p0) / Q8_TP, steps);
+            const int64_t next = r1 - (rs + nr) < rb ? r1 - (rs + nr) : rb, steps = (p1 - p0 + tp - 1) / tp;
+            for (int64_t p = p0; p < p1; p += tp) {
+                const int np = (int)(p1 - p < tp ? p1 - p : tp);
+                gemmq_prefetch_part(W + (size_t)(rs + nr) * wrow, (size_t)next * wrow, (p - p0) / tp, steps);
                 const uint8_t *ap = (const uint8_t *)packed + (size_t)p * aps;
-                for (int64_t r = 0; r < nr; r += Q8_TR) {
-                    const int R = (int)(nr - r < Q8_TR ? nr - r : Q8_TR);
-                    q8_tiles[R - 1][np - 1](wp + (size_t)r * wps, wps, dw + r * B, B, ap, aps, y + rs + r, ldy,
-                                            2 * p, T);
+                for (int64_t r = 0; r < nr; r += BD_GEMMQ8_TR) {
+                    const int R = (int)(nr - r < BD_GEMMQ8_TR ? nr - r : BD_GEMMQ8_TR);
+                    tiles[(R - 1) * tp + np - 1](wp + (size_t)r * wps, wps, dw + r * B, B, ap, aps, y + rs + r, ldy,
+                                                 2 * p, T);
                 }
             }
         }
     }
 }
 
-static const bd_gemmq_ops q8_ops = {q8_pack_size, q8_pack, q8_rows, Q8_PREP / (4 * (Q8_WREC + 4)) * BD_QK8_0, NULL};
+static void q8_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
+                    int64_t r0, int64_t r1, float *y, int64_t ldy) {
+    bd_gemmq8_rows_with(&q8_tiles[0][0], Q8_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
+}
+
+static const bd_gemmq_ops q8_ops = {bd_gemmq8_pack_size, bd_gemmq8_pack, q8_rows, BD_GEMMQ8_MAX_K, NULL};
 
 void bd_gemm_q8_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q8_0].gemm = &q8_ops;

@@ -151,7 +151,7 @@ static void test_types(bd_threadpool *tp) {
  * many-token product equals the type's vec_dot on that weight row and that converted activation row, bit for
  * bit, whatever T, the tiling and the thread count (prefill and token-by-token decode give the same logits).
  * Shapes are odd on purpose: N not a multiple of the row tile, T not a multiple of the token tile or group. */
-static void test_vec_dot_equality(bd_threadpool *tp) {
+static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
     const uint32_t types[] = {BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_0, BRAID_TYPE_Q4_K, BRAID_TYPE_Q5_K, BRAID_TYPE_Q6_K};
     const int64_t shapes[][3] = {{37, 512, 16}, {5, 256, 17}, {70, 1024, 33}, {13, 768, 50}, {4, 2048, 23},
                                  {130, 256, 64}};
@@ -161,11 +161,15 @@ static void test_vec_dot_equality(bd_threadpool *tp) {
         const bd_dot_traits *dt = bd_dot_traits_get(wt);
         CHECK(tt && dt, "type %u has traits and a dot product", wt);
         if (!tt || !dt) continue;
+        /* at the AVX2 and AVX-512 levels the prompt must take an integer GEMM, not the vec_dot loop */
+        if (bd_simd() >= BD_SIMD_AVX2)
+            CHECK(bd_gemmq_get(wt) != NULL, "%s: an integer GEMM at kernel level %d", tt->name, bd_simd());
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t N = shapes[si][0], K = shapes[si][1], T = shapes[si][2], ldy = N + 3;
             const size_t wrow = bd_row_size(wt, K), xrow = bd_row_size(dt->vec_dot_type, K);
             float *Wf = bd_mallocn((size_t)K, 4), *x = bd_mallocn((size_t)(T * K), 4);
             float *y1 = bd_calloc((size_t)(T * ldy), 4), *y2 = bd_calloc((size_t)(T * ldy), 4);
+            float *y3 = bd_calloc((size_t)(T * ldy), 4);
             uint8_t *Wq = bd_malloc(wrow * (size_t)N), *xq = bd_malloc(xrow * (size_t)T);
             const size_t ss = bd_matmul_scratch_size(wt, K, T);
             void *scratch = bd_malloc(ss);
@@ -179,21 +183,25 @@ static void test_vec_dot_equality(bd_threadpool *tp) {
             for (int64_t t = 0; t < T; t++) dt->from_float(x + t * K, xq + (size_t)t * xrow, K);
             CHECK_STATUS(bd_matmul(NULL, wt, Wq, N, K, x, K, T, y1, ldy, scratch, ss), BRAID_OK);
             CHECK_STATUS(bd_matmul(tp, wt, Wq, N, K, x, K, T, y2, ldy, scratch, ss), BRAID_OK);
-            int64_t bad1 = 0, bad2 = 0;
+            CHECK_STATUS(bd_matmul(tp3, wt, Wq, N, K, x, K, T, y3, ldy, scratch, ss), BRAID_OK);
+            int64_t bad1 = 0, bad2 = 0, bad3 = 0;
             for (int64_t t = 0; t < T; t++)
                 for (int64_t n = 0; n < N; n++) {
                     float s;
                     dt->vec_dot(K, &s, Wq + (size_t)n * wrow, xq + (size_t)t * xrow);
                     bad1 += memcmp(&s, &y1[t * ldy + n], 4) != 0;
                     bad2 += memcmp(&s, &y2[t * ldy + n], 4) != 0;
+                    bad3 += memcmp(&s, &y3[t * ldy + n], 4) != 0;
                 }
-            CHECK(bad1 == 0 && bad2 == 0, "%s N=%lld K=%lld T=%lld: %lld (1 thread) / %lld (2 threads) of %lld outputs "
-                  "differ from vec_dot", tt->name, (long long)N, (long long)K, (long long)T, (long long)bad1,
-                  (long long)bad2, (long long)(N * T));
+            CHECK(bad1 == 0 && bad2 == 0 && bad3 == 0,
+                  "%s level %d N=%lld K=%lld T=%lld: %lld / %lld / %lld (1 / 2 / 3 threads) of %lld outputs differ "
+                  "from vec_dot", tt->name, bd_simd(), (long long)N, (long long)K, (long long)T, (long long)bad1,
+                  (long long)bad2, (long long)bad3, (long long)(N * T));
             bd_free(Wf);
             bd_free(x);
             bd_free(y1);
             bd_free(y2);
+            bd_free(y3);
             bd_free(Wq);
             bd_free(xq);
             bd_free(scratch);
@@ -240,14 +248,21 @@ int main(void) {
     }
     bd_simd_override(top);
     /* the equality, at every kernel level (the integer GEMMs at the top one, vec_dot under it) */
-    bd_threadpool *tp2 = NULL;
+    bd_threadpool *tp2 = NULL, *tp3 = NULL;
     CHECK_STATUS(bd_threadpool_new(2, &tp2), BRAID_OK);
+    CHECK_STATUS(bd_threadpool_new(3, &tp3), BRAID_OK);
     for (int lv = 0; lv <= top; lv++) {
         bd_simd_override(lv);
-        test_vec_dot_equality(tp2);
+        test_vec_dot_equality(tp2, tp3);
+        /* the AVX2 kernels without and (where the CPU has it) with AVX-VNNI */
+        if (lv == BD_SIMD_AVX2)
+            for (int v = 0; v <= 1; v++)
+                if (bd_gemmq_avx_vnni_override(v) == v) test_vec_dot_equality(tp2, tp3);
+        bd_gemmq_avx_vnni_override(-1);
     }
     bd_simd_override(top);
     bd_threadpool_free(tp2);
+    bd_threadpool_free(tp3);
     test_gemmq_quantize();
 
     float w[4] = {1, 2, 3, 4}, xx[2] = {1, 1}, yy[2];

@@ -1,0 +1,252 @@
+/* gemm_avx2.c — the prompt GEMMs of gemm_q.h for CPUs without AVX-512: Q8_0, Q4_0 (x Q8_0) and Q4_K, Q5_K,
+ * Q6_K (x Q8_K) with AVX2 integer multiply-adds, and with AVX-VNNI (the 256-bit VEX vpdpbusd / vpdpwssd of
+ * Alder Lake and later client CPUs, Zen 5) where CPUID has it. Every output is bit-identical to the type's
+ * vec_dot (dot.h), as the AVX-512 kernels' are.
+ *
+ * They read the AVX-512 kernels' layouts (gemm_impl.h): activations packed by pairs of tokens, weight rows
+ * prepared per block of rows, and their row loops; only the register tiles differ. A 256-bit vector holds one
+ * output's 8 float lanes (one token against one weight row), so a tile is up to 4 rows x 2 tokens (one packed
+ * pair): 8 float chains, plus the integer sums of the block in flight, fit the 16 vector registers.
+ *
+ * Q8_0 / Q4_0, per block and output: the 8 int32 lane sums (each the 4 products of positions 4l..4l+3), then
+ * acc = fma(d_w * d_x, float(sums), acc), the vec_dot's chain. Plain AVX2 forms the products as ggml's
+ * vec_dot does, |w| x (a with w's sign) by vpmaddubsw, pairs to int32 by vpmaddwd; the packed activations carry
+ * +128, undone once per token and block (shared by the 4 rows). With AVX-VNNI, vpdpbusd multiplies the offset
+ * activations by the signed levels directly, seeded with the row's -128 * (sum of levels) correction.
+ * K-quants, per run of 32 and output: levels x activations by vpmaddubsw (unsigned levels, signed
+ * activations), times the run's scale into int32 by vpmaddwd (plus an add) or AVX-VNNI's vpdpwssd. */
+#include "tensor/gemm_q.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/cpu.h"
+#include "tensor/dot_impl.h"
+#include "tensor/gemm_impl.h"
+#include "tensor/lanes_x86.h"
+#include "tensor/quant.h"
+#include "tensor/types.h"
+
+#if BD_HAVE_X86
+
+#define A2_TARGET __attribute__((target("avx2,fma,f16c")))
+#define VN_TARGET __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define A2_INLINE static inline __attribute__((always_inline))
+
+enum { A2_TP = 1 }; /* pairs of tokens per tile (rows: up to 4, the row loops' step) */
+
+/* ---- Q8_0 / Q4_0 ---- */
+
+/* R prepared rows x the P = 1 pair of tokens at ap (see gemm_impl.h for the records). VNNI: 1 for AVX-VNNI;
+ * IDOT(a) the 8 int32 lane sums of one token's block a against the row's (wv: levels, aw: |levels|, cv: the
+ * correction). The body is a macro so that each target gets its own copy with its instruction inline. */
+#define Q8A_TILE_BODY(VNNI, IDOT)                                                                                  \
+    __m256 acc[4][2];                                                                                              \
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();                                       \
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);                                \
+    (void)ones;                                                                                                    \
+    for (int64_t b = 0; b < B; b++) {                                                                              \
+        const uint8_t *rec = ap + (size_t)b * BD_GEMMQ8_REC;                                                       \
+        __m256i a0 = bd_load32(rec), a1 = bd_load32(rec + 32);                                                     \
+        if (!(VNNI)) a0 = _mm256_xor_si256(a0, flip), a1 = _mm256_xor_si256(a1, flip); /* signed again */         \
+        const __m256 ds0 = _mm256_loadu_ps((const float *)(rec + 64)), ds1 = _mm256_loadu_ps((const float *)(rec + 96)); \
+        for (int r = 0; r < R; r++) {                                                                              \
+            const uint8_t *w = wp + (size_t)r * wps + (size_t)b * BD_GEMMQ8_WREC;                                  \
+            const __m256i wv = bd_load32(w), cv = bd_load32(w + 32);                                               \
+            const __m256i aw = _mm256_sign_epi8(wv, wv);                                                           \
+            (void)aw, (void)cv;                                                                                    \
+            const __m256 dv = _mm256_broadcast_ss(&dw[r * B + b]);                                                 \
+            const __m256i i0 = IDOT(a0), i1 = IDOT(a1);                                                            \
+            acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(ds0, dv), _mm256_cvtepi32_ps(i0), acc[r][0]);                \
+            acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(ds1, dv), _mm256_cvtepi32_ps(i1), acc[r][1]);                \
+        }                                                                                                          \
+    }                                                                                                              \
+    for (int r = 0; r < R; r++)                                                                                    \
+        for (int h = 0; h < 2; h++)                                                                                \
+            if (t0 + h < T) y[(t0 + h) * ldy + r] = bd_hsum8(acc[r][h]);
+
+/* vec_dot's products: |w| x (a with w's sign), pairs, then pairs of pairs */
+#define Q8A_IDOT(a) _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, wv)), ones)
+/* (a + 128) x w - 128 x w, exact */
+#define Q8V_IDOT(a) _mm256_dpbusd_avx_epi32(cv, a, wv)
+A2_TARGET A2_INLINE void q8a_tile(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap,
+                                  float *y, int64_t ldy, int64_t t0, int64_t T, const int R) {
+    Q8A_TILE_BODY(0, Q8A_IDOT)
+}
+VN_TARGET A2_INLINE void q8v_tile(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap,
+                                  float *y, int64_t ldy, int64_t t0, int64_t T, const int R) {
+    Q8A_TILE_BODY(1, Q8V_IDOT)
+}
+
+#define Q8_TILE_FN(PFX, TGT, R)                                                                                     \
+    TGT static void PFX##_tile_##R(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap,    \
+                                   size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T) {                     \
+        (void)aps;                                                                                                 \
+        PFX##_tile(wp, wps, dw, B, ap, y, ldy, t0, T, R);                                                          \
+    }
+Q8_TILE_FN(q8a, A2_TARGET, 1)
+Q8_TILE_FN(q8a, A2_TARGET, 2)
+Q8_TILE_FN(q8a, A2_TARGET, 3)
+Q8_TILE_FN(q8a, A2_TARGET, 4)
+Q8_TILE_FN(q8v, VN_TARGET, 1)
+Q8_TILE_FN(q8v, VN_TARGET, 2)
+Q8_TILE_FN(q8v, VN_TARGET, 3)
+Q8_TILE_FN(q8v, VN_TARGET, 4)
+static const bd_gemmq8_tile_fn q8a_tiles[4] = {q8a_tile_1, q8a_tile_2, q8a_tile_3, q8a_tile_4};
+static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_3, q8v_tile_4};
+
+/* ---- K-quants ---- */
+
+/* R prepared rows x one packed pair of tokens; KIND 4, 5, 6 for Q4_K, Q5_K, Q6_K (layouts in gemm_impl.h and
+ * gemm_k.c). Per super-block: the integer lanes of both tokens for each row (Q6_K seeded with its -32 offset),
+ * the mins chain (Q4_K / Q5_K, both tokens in one vector: lanes 4h..4h+3 are token h's), then the main FMA. */
+#define K_TILE_BODY(K_DPWSSD)                                                                                          \
+    const int q6 = kind == 6;                                                                                      \
+    __m256 acc[4][2], macc[4];                                                                                     \
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = macc[r] = _mm256_setzero_ps();                             \
+    for (int64_t i = 0; i < NB; i++) {                                                                             \
+        const uint8_t *arec = ap + (size_t)i * BD_GEMMK_REC, *wrec_i = wp + (size_t)i * wrec;                      \
+        __m256i is[4][2];                                                                                          \
+        if (q6) {                                                                                                  \
+            const __m256i bs0 = bd_load32(arec + BD_GEMMK_REC_BS), bs1 = bd_load32(arec + BD_GEMMK_REC_BS + 32);   \
+            for (int r = 0; r < R; r++) {                                                                          \
+                const __m256i m32 = bd_load32(wrec_i + r * wps + 512);                                             \
+                is[r][0] = _mm256_madd_epi16(bs0, m32);                                                            \
+                is[r][1] = _mm256_madd_epi16(bs1, m32);                                                            \
+            }                                                                                                      \
+        } else {                                                                                                   \
+            const __m256i qv = bd_load32(arec + BD_GEMMK_REC_BS);                                                  \
+            const __m256 nd = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_BS + 32));                       \
+            for (int r = 0; r < R; r++) {                                                                          \
+                const uint8_t *w = wrec_i + r * wps;                                                               \
+                is[r][0] = is[r][1] = _mm256_setzero_si256();                                                      \
+                __m256i ii = _mm256_madd_epi16(qv, _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w + 288)))); \
+                if (kind == 5) { /* one integer per output: the sum of its 4 lanes, in all 4 */                    \
+                    ii = _mm256_add_epi32(ii, _mm256_shuffle_epi32(ii, 0x4E));                                     \
+                    ii = _mm256_add_epi32(ii, _mm256_shuffle_epi32(ii, 0xB1));                                     \
+                }                                                                                                  \
+                macc[r] = _mm256_fmadd_ps(_mm256_mul_ps(nd, _mm256_broadcast_ss((const float *)(w + 308))),       \
+                                          _mm256_cvtepi32_ps(ii), macc[r]);                                        \
+            }                                                                                                      \
+        }                                                                                                          \
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {                                                      \
+            const __m256i a0 = bd_load32(arec + 64 * s), a1 = bd_load32(arec + 64 * s + 32);                      \
+            for (int r = 0; r < R; r++) {                                                                          \
+                const uint8_t *w = wrec_i + r * wps;                                                               \
+                const __m256i lv = bd_load32(w + 32 * s);                                                          \
+                __m256i sc;                                                                                        \
+                if (q6) {                                                                                          \
+                    sc = bd_load32(w + 256 + 32 * s);                                                              \
+                } else {                                                                                           \
+                    int32_t v;                                                                                     \
+                    memcpy(&v, w + 256 + 4 * s, 4);                                                                \
+                    sc = _mm256_set1_epi32(v);                                                                     \
+                }                                                                                                  \
+                is[r][0] = K_DPWSSD(is[r][0], _mm256_maddubs_epi16(lv, a0), sc);                                   \
+                is[r][1] = K_DPWSSD(is[r][1], _mm256_maddubs_epi16(lv, a1), sc);                                   \
+            }                                                                                                      \
+        }                                                                                                          \
+        const __m256 ds0 = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_DS));                               \
+        const __m256 ds1 = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_DS + 32));                          \
+        for (int r = 0; r < R; r++) {                                                                              \
+            const __m256 d = _mm256_broadcast_ss((const float *)(wrec_i + r * wps + (q6 ? 544 : 304)));            \
+            acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(ds0, d), _mm256_cvtepi32_ps(is[r][0]), acc[r][0]);           \
+            acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(ds1, d), _mm256_cvtepi32_ps(is[r][1]), acc[r][1]);           \
+        }                                                                                                          \
+    }                                                                                                              \
+    for (int r = 0; r < R; r++) {                                                                                  \
+        float m[8];                                                                                                \
+        _mm256_storeu_ps(m, macc[r]);                                                                              \
+        for (int h = 0; h < 2; h++) {                                                                              \
+            if (t0 + h >= T) continue;                                                                             \
+            const float main = bd_hsum8(acc[r][h]);                                                                \
+            const float *mh = m + 4 * h;                                                                           \
+            y[(t0 + h) * ldy + r] = q6 ? main : kind == 5 ? main + mh[0] : main + ((mh[0] + mh[2]) + (mh[1] + mh[3])); \
+        }                                                                                                          \
+    }
+
+#define KA_DPWSSD(acc, p, sc) _mm256_add_epi32(acc, _mm256_madd_epi16(p, sc))
+#define KV_DPWSSD(acc, p, sc) _mm256_dpwssd_avx_epi32(acc, p, sc)
+A2_TARGET A2_INLINE void ka_tile(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB, const uint8_t *ap, float *y,
+                                 int64_t ldy, int64_t t0, int64_t T, const int kind, const int R) {
+    K_TILE_BODY(KA_DPWSSD)
+}
+VN_TARGET A2_INLINE void kv_tile(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB, const uint8_t *ap, float *y,
+                                 int64_t ldy, int64_t t0, int64_t T, const int kind, const int R) {
+    K_TILE_BODY(KV_DPWSSD)
+}
+
+#define K_TILE_FN(PFX, TGT, KIND, R)                                                                               \
+    TGT static void PFX##KIND##_tile_##R(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB, const uint8_t *ap, \
+                                         size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T) {               \
+        (void)aps;                                                                                                 \
+        PFX##_tile(wp, wps, wrec, NB, ap, y, ldy, t0, T, KIND, R);                                                 \
+    }
+#define K_TILES(PFX, TGT, KIND)                                                                                    \
+    K_TILE_FN(PFX, TGT, KIND, 1) K_TILE_FN(PFX, TGT, KIND, 2) K_TILE_FN(PFX, TGT, KIND, 3)                         \
+    K_TILE_FN(PFX, TGT, KIND, 4)                                                                                   \
+    static const bd_gemmk_tile_fn PFX##KIND##_tiles[4] = {PFX##KIND##_tile_1, PFX##KIND##_tile_2,                  \
+                                                          PFX##KIND##_tile_3, PFX##KIND##_tile_4};
+K_TILES(ka, A2_TARGET, 4)
+K_TILES(ka, A2_TARGET, 5)
+K_TILES(ka, A2_TARGET, 6)
+K_TILES(kv, VN_TARGET, 4)
+K_TILES(kv, VN_TARGET, 5)
+K_TILES(kv, VN_TARGET, 6)
+
+/* ---- selection ---- */
+
+static int avx_vnni_forced = -1; /* bd_gemmq_avx_vnni_override; -1: CPUID and BRAID_AVX_VNNI decide */
+
+/* Whether the AVX2 kernels use AVX-VNNI: the CPU has it, unless BRAID_AVX_VNNI=0 (to measure what a CPU without
+ * it, Zen 3 or Haswell to Tiger Lake, would run) or a test forced it off. */
+static int use_vnni(void) {
+    if (avx_vnni_forced >= 0) return avx_vnni_forced && bd_cpu_get()->avx_vnni;
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("BRAID_AVX_VNNI");
+        env = !(e && !strcmp(e, "0"));
+    }
+    return env && bd_cpu_get()->avx_vnni;
+}
+
+int bd_gemmq_avx_vnni_override(int on) {
+    avx_vnni_forced = on < 0 ? -1 : on != 0;
+    return use_vnni();
+}
+
+static void q8a_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
+                     int64_t r0, int64_t r1, float *y, int64_t ldy) {
+    bd_gemmq8_rows_with(use_vnni() ? q8v_tiles : q8a_tiles, A2_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
+}
+
+static void ka_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
+                    int64_t r0, int64_t r1, float *y, int64_t ldy) {
+    const int v = use_vnni();
+    const bd_gemmk_tile_fn *tiles = wtype == BD_TYPE_Q6_K   ? (v ? kv6_tiles : ka6_tiles)
+                                    : wtype == BD_TYPE_Q5_K ? (v ? kv5_tiles : ka5_tiles)
+                                                            : (v ? kv4_tiles : ka4_tiles);
+    bd_gemmk_rows_with(tiles, A2_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
+}
+
+static const bd_gemmq_ops q8a_ops = {bd_gemmq8_pack_size, bd_gemmq8_pack, q8a_rows, BD_GEMMQ8_MAX_K, NULL};
+static const bd_gemmq_ops k45a_ops = {bd_gemmk_pack_size, bd_gemmk45_pack, ka_rows, BD_GEMMK45_MAX_K, NULL};
+static const bd_gemmq_ops k6a_ops = {bd_gemmk_pack_size, bd_gemmk6_pack, ka_rows, BD_GEMMK6_MAX_K, NULL};
+
+void bd_gemm_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
+    t[BD_TYPE_Q8_0].gemm = &q8a_ops;
+    t[BD_TYPE_Q4_0].gemm = &q8a_ops;
+    t[BD_TYPE_Q4_K].gemm = &k45a_ops;
+    t[BD_TYPE_Q5_K].gemm = &k45a_ops;
+    t[BD_TYPE_Q6_K].gemm = &k6a_ops;
+}
+
+#else
+
+void bd_gemm_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) { (void)t; }
+int bd_gemmq_avx_vnni_override(int on) {
+    (void)on;
+    return 0;
+}
+
+#endif
