@@ -1,7 +1,10 @@
 /* llama_vs_braid.c — braid and llama.cpp on the same GGUF file and the same number of threads, in one run:
  * prompt processing (one batch of -p tokens) and generation (-n single-token decodes), tokens per second for
- * each engine and their ratio, and the decode roofline (weight bytes read per generated token over the memory
- * bandwidth measured in this run). llama.cpp runs with its default model and context settings (that is what
+ * each engine and their ratio, the decode roofline (weight and recurrent state bytes per generated token over
+ * the memory bandwidth measured in this run) and the prompt's compute roofline (multiply-adds per token over
+ * the peak multiply-add rate of braid's SIMD level), with each engine's share of both. BRAID_SIMD=avx2 with
+ * BRAID_GGML_CPU=haswell runs the AVX2 pair on an AVX-512 machine (BRAID_AVX_VNNI=0: braid without AVX-VNNI,
+ * as on a CPU that lacks it). llama.cpp runs with its default model and context settings (that is what
  * users run; on this CPU they repack weights for AMX), except the thread count and a context of -p + -n.
  * Each engine is loaded, measured and freed before the other starts, so their thread pools never compete.
  * See tools/bench_util.h for how braid's figures, the bandwidth and the bytes per token are taken;
@@ -20,6 +23,8 @@ int main(void) {
 #include <string.h>
 
 #include "bench_util.h"
+#include "tensor/dot.h"
+#include "tensor/gemm_q.h"
 #include "ggml-backend.h"
 #include "gguf.h"
 #include "llama.h"
@@ -45,6 +50,25 @@ static int oracle_lib_dir(char *buf, size_t cap) {
     return 1;
 }
 
+/* A u32 key of the model's architecture (arch.key), 0 if absent. */
+typedef struct {
+    struct gguf_context *g;
+    char arch[64];
+} arch_keys;
+
+static uint64_t arch_key(const char *key, void *user) {
+    const arch_keys *a = user;
+    char full[160];
+    snprintf(full, sizeof full, "%s.%s", a->arch, key);
+    const int64_t id = gguf_find_key(a->g, full);
+    if (id < 0) return 0;
+    switch (gguf_get_kv_type(a->g, id)) {
+    case GGUF_TYPE_UINT32: return gguf_get_val_u32(a->g, id);
+    case GGUF_TYPE_INT32: return gguf_get_val_i32(a->g, id) > 0 ? (uint64_t)gguf_get_val_i32(a->g, id) : 0;
+    default: return 0;
+    }
+}
+
 /* The same count as `braid bench`, read with ggml's GGUF reader. */
 static braid_status weight_bytes(const char *path, bench_weights *out) {
     struct ggml_context *meta = NULL; /* tensor shapes, no data */
@@ -61,8 +85,13 @@ static braid_status weight_bytes(const char *path, bench_weights *out) {
         const char *name = gguf_get_tensor_name(g, i);
         struct ggml_tensor *t = meta ? ggml_get_tensor(meta, name) : NULL;
         bench_weight_add(out, name, gguf_get_tensor_size(g, i), (uint32_t)gguf_get_tensor_type(g, i),
-                         t ? t->ne[1] : 0, has_output);
+                         t ? t->ne[1] : 0, has_output, t ? (uint64_t)ggml_nelements(t) : 0, t ? ggml_n_dims(t) : 0);
     }
+    arch_keys ak = {g, ""};
+    const int64_t arch_id = gguf_find_key(g, "general.architecture");
+    if (arch_id >= 0 && gguf_get_kv_type(g, arch_id) == GGUF_TYPE_STRING)
+        snprintf(ak.arch, sizeof ak.arch, "%s", gguf_get_val_str(g, arch_id));
+    out->state_per_token = bench_state_bytes(arch_key, &ak);
     gguf_free(g);
     if (meta) ggml_free(meta);
     return BRAID_OK;
@@ -164,7 +193,12 @@ int main(int argc, char **argv) {
     }
     double load = bench_loadavg();
     double bw = bench_bandwidth((size_t)bw_mib << 20, c.n_threads, 3);
-    double roof = bw > 0 ? bw / (double)w.per_token : 0.0;
+    double roof = bw > 0 ? bw / (double)(w.per_token + w.state_per_token) : 0.0;
+    /* the prompt's compute roofline at braid's SIMD level (BRAID_SIMD included) */
+    const int quantized = w.type != 0 && w.type != 1 && w.type != 30;
+    const int peak_kind = bench_peak_kind(bd_simd_level(), bd_gemmq_uses_avx_vnni(), quantized);
+    const double peak = bench_peak_macs(peak_kind, c.n_threads);
+    const double pp_roof = w.macs_per_token ? peak / (double)w.macs_per_token : 0.0;
 
     double bpp[100] = {0}, btg[100] = {0}, lpp[100] = {0}, ltg[100] = {0};
     int failed = 0; /* an engine that fails is reported with zeros and makes the exit code 1 */
@@ -206,12 +240,21 @@ int main(int argc, char **argv) {
     printf("threads    %d, %d repetitions after a warm-up (load average %.1f at the start, %.1f at the end)\n",
            c.n_threads, c.reps, load, bench_loadavg());
     printf("bandwidth  %.1f GB/s (streaming read of %d MiB, %d threads)\n", bw / 1e9, bw_mib, c.n_threads);
-    printf("roofline   %.1f MiB of weights read per generated token -> %.1f tok/s\n\n",
-           (double)w.per_token / 1048576.0, roof);
+    printf("roofline   decode: %.1f MiB of weights + %.1f MiB of recurrent state (read and written) per generated "
+           "token -> %.1f tok/s\n", (double)w.per_token / 1048576.0, (double)w.state_per_token / 1048576.0, roof);
+    printf("           prompt: %.3f G multiply-adds per token over %.1f G/s (%s, %s, %d threads, register-only "
+           "loop) -> %.1f tok/s\n", (double)w.macs_per_token / 1e9, peak / 1e9, bd_simd_level(),
+           bench_peak_name(peak_kind), c.n_threads, pp_roof);
+    printf("engines    braid at SIMD level %s%s; llama.cpp's CPU variant %s\n\n", bd_simd_level(),
+           bd_gemmq_uses_avx_vnni() && !strcmp(bd_simd_level(), "avx2") ? " with AVX-VNNI" : "",
+           getenv("BRAID_GGML_CPU") && *getenv("BRAID_GGML_CPU") ? getenv("BRAID_GGML_CPU") : "(ggml's best for this CPU)");
     printf("%-8s %20s %20s %12s\n", "test", "braid tok/s", "llama.cpp tok/s", "braid/llama");
-    if (c.n_prompt > 0)
+    if (c.n_prompt > 0) {
         printf("pp%-6d %12.1f ± %5.1f %12.1f ± %5.1f %12.2f\n", c.n_prompt, bp.mean, bp.sd, lp.mean, lp.sd,
                lp.mean > 0 ? bp.mean / lp.mean : 0.0);
+        printf("pp%-6d %11.0f%% roof %11.0f%% roof\n", c.n_prompt, pp_roof > 0 ? 100 * bp.mean / pp_roof : 0.0,
+               pp_roof > 0 ? 100 * lp.mean / pp_roof : 0.0);
+    }
     if (c.n_gen > 0) {
         printf("tg%-6d %12.2f ± %5.2f %12.2f ± %5.2f %12.2f\n", c.n_gen, bg.mean, bg.sd, lg.mean, lg.sd,
                lg.mean > 0 ? bg.mean / lg.mean : 0.0);
@@ -219,9 +262,10 @@ int main(int argc, char **argv) {
                roof > 0 ? 100 * lg.mean / roof : 0.0);
     }
     /* One line for scripts/bench.sh to gather into its summary table. */
-    printf("SUMMARY %s %.1f %.1f %.2f %.2f %.2f %.2f %.1f %.1f %.0f %.0f\n", type, bp.mean, lp.mean,
+    printf("SUMMARY %s %.1f %.1f %.2f %.2f %.2f %.2f %.1f %.1f %.0f %.0f %.1f %.0f %.0f\n", type, bp.mean, lp.mean,
            lp.mean > 0 ? bp.mean / lp.mean : 0.0, bg.mean, lg.mean, lg.mean > 0 ? bg.mean / lg.mean : 0.0,
-           bw / 1e9, roof, roof > 0 ? 100 * bg.mean / roof : 0.0, roof > 0 ? 100 * lg.mean / roof : 0.0);
+           bw / 1e9, roof, roof > 0 ? 100 * bg.mean / roof : 0.0, roof > 0 ? 100 * lg.mean / roof : 0.0, pp_roof,
+           pp_roof > 0 ? 100 * bp.mean / pp_roof : 0.0, pp_roof > 0 ? 100 * lp.mean / pp_roof : 0.0);
     return failed;
 }
 #endif

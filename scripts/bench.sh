@@ -5,7 +5,8 @@
 # generated once into $BRAID_CACHE/bench (default ~/.cache/braid/bench). For each type it runs
 # bench_llama_vs_braid (both engines and the bandwidth in one process), then prints a summary table.
 # Environment: THREADS, REPS (default 3), TYPES (gen-model --type names, default "f16 q8_0 q4_k"), PP (512),
-# TG (128).
+# TG (128). BRAID_SIMD=avx2 BRAID_GGML_CPU=haswell runs the AVX2 pair on an AVX-512 machine (add BRAID_AVX_VNNI=0
+# for braid without AVX-VNNI, as on CPUs that lack it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -39,12 +40,16 @@ for t in $types; do
     [ -n "$line" ] && summary+=("$line")
 done
 
-echo "== summary: qwen35 0.5b preset, $threads threads, pp$pp / tg$tg, mean of $reps runs"
-printf '%-6s %10s %10s %7s %10s %10s %7s %8s %9s %7s %7s\n' type "pp braid" "pp llama" ratio "tg braid" \
-    "tg llama" ratio "GB/s" "roof t/s" "braid%" "llama%"
+echo "== summary: qwen35 0.5b preset, $threads threads, pp$pp / tg$tg, mean of $reps runs," \
+    "BRAID_SIMD=${BRAID_SIMD:-best} BRAID_GGML_CPU=${BRAID_GGML_CPU:-best} BRAID_AVX_VNNI=${BRAID_AVX_VNNI:-1}," \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+echo "   (pp roof: multiply-adds per token over the register-only peak; tg roof: weight + recurrent state bytes"
+echo "    per token over the measured bandwidth; braid% / llama%: each engine's share of the roofline)"
+printf '%-6s %9s %9s %6s %8s %7s %7s %9s %9s %6s %8s %7s %7s %7s\n' type "pp braid" "pp llama" ratio "pp roof" \
+    "braid%" "llama%" "tg braid" "tg llama" ratio "tg roof" "braid%" "llama%" "GB/s"
 for line in "${summary[@]}"; do
-    # SUMMARY type pp_b pp_l ratio tg_b tg_l ratio bw roof braid% llama%
+    # SUMMARY type pp_b pp_l ratio tg_b tg_l ratio bw roof braid% llama% pp_roof pp_braid% pp_llama%
     set -- $line
-    printf '%-6s %10s %10s %7s %10s %10s %7s %8s %9s %6s%% %6s%%\n' "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$9" \
-        "${10}" "${11}" "${12}"
+    printf '%-6s %9s %9s %6s %8s %6s%% %6s%% %9s %9s %6s %8s %6s%% %6s%% %7s\n' "$2" "$3" "$4" "$5" "${13}" \
+        "${14}" "${15}" "$6" "$7" "$8" "${10}" "${11}" "${12}" "$9"
 done

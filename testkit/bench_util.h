@@ -8,8 +8,15 @@
  *     without software prefetch;
  *   - the weight bytes one generated token reads: every weight tensor once, except the token embedding, of
  *     which one row is read (unless it doubles as the output matrix, i.e. there is no output.weight).
- * The decode roofline is bandwidth / weight bytes per token: the generation speed if nothing but the weights
- * had to cross the memory bus (state and KV reads are small next to them at these lengths).
+ *   - the recurrent state bytes one generated token moves (hybrid models: each recurrent layer reads its state
+ *     and writes the new one), from the file's metadata (bench_state_bytes);
+ *   - the multiply-adds of one token through the weight matrices, and the peak multiply-add rate of the SIMD
+ *     level in use, measured by a loop that keeps everything in registers (bench_peak_macs).
+ * The decode roofline is bandwidth / (weight + state bytes per token): the generation speed if nothing but the
+ * weights and the recurrent state had to cross the memory bus (KV reads are small next to them at these
+ * lengths). The prompt's compute roofline is peak multiply-adds per second / multiply-adds per token: the
+ * prompt speed if every multiply-add ran at the rate of the register-only loop (attention and the recurrence
+ * not counted; they are small at these lengths).
  *
  * Header-only (static functions) because the braid command and the bench executables are separate programs
  * that share no library beyond libbraid. */
@@ -122,7 +129,10 @@ __attribute__((target("avx2"))) static uint64_t bench_bw_read256(const uint64_t 
 static uint64_t bench_bw_read(const uint64_t *p, size_t n, int loop) {
 #if BENCH_BW_X86
     if (loop > 0) {
-        if (__builtin_cpu_supports("avx512f")) return bench_bw_read512(p, n, loop == 2);
+        /* forced to AVX2 (BRAID_SIMD=avx2, to measure what an AVX2-only CPU runs): what AVX2 code can read */
+        const char *lv = getenv("BRAID_SIMD");
+        const int avx2_only = lv && !strcmp(lv, "avx2");
+        if (!avx2_only && __builtin_cpu_supports("avx512f")) return bench_bw_read512(p, n, loop == 2);
         if (__builtin_cpu_supports("avx2")) return bench_bw_read256(p, n, loop == 2);
     }
 #endif
@@ -189,22 +199,189 @@ static inline double bench_bandwidth(size_t bytes, int n_threads, int reps) {
 typedef struct {
     uint64_t total;     /* all tensor bytes in the file */
     uint64_t per_token; /* bytes one decoded token reads */
+    uint64_t state_per_token; /* recurrent state bytes one decoded token reads and writes (bench_state_bytes) */
+    uint64_t macs_per_token;  /* multiply-adds of one token through the weight matrices */
     uint32_t type;      /* the most common weight type by bytes (for the table) */
     uint64_t by_type[64];
 } bench_weights;
 
-/* Counts one tensor of the model file. `has_output` says the file has an output.weight, i.e. the token
- * embedding is not also the output matrix; then a decoded token reads one row of it (of n_rows). Each program
- * walks the file with its own GGUF reader (braid's and ggml's headers cannot be included together). */
+/* Counts one tensor of the model file (n_elems elements, n_dims dimensions). `has_output` says the file has an
+ * output.weight, i.e. the token embedding is not also the output matrix; then a decoded token reads one row of
+ * it (of n_rows) and multiplies nothing by it. Matrices (2 dimensions or more) count n_elems multiply-adds per
+ * token (dense models: an expert tensor would count every expert). Each program walks the file with its own
+ * GGUF reader (braid's and ggml's headers cannot be included together). */
 static inline void bench_weight_add(bench_weights *w, const char *name, uint64_t nbytes, uint32_t type,
-                                    int64_t n_rows, int has_output) {
+                                    int64_t n_rows, int has_output, uint64_t n_elems, int n_dims) {
     w->total += nbytes;
     if (type < 64) w->by_type[type] += nbytes;
-    if (!strcmp(name, "token_embd.weight") && has_output && n_rows > 0) nbytes /= (uint64_t)n_rows;
+    const int embd_row = !strcmp(name, "token_embd.weight") && has_output && n_rows > 0;
+    if (embd_row) nbytes /= (uint64_t)n_rows;
+    else if (n_dims >= 2) w->macs_per_token += n_elems;
     w->per_token += nbytes;
     w->type = 0;
     for (uint32_t k = 1; k < 64; k++)
         if (w->by_type[k] > w->by_type[w->type]) w->type = k;
+}
+
+/* Recurrent state bytes a decoded token moves in a qwen35-family model (qwen35, qwen35moe, qwen3next): each
+ * recurrent layer reads its S x S states (ssm.inner_size x ssm.state_size floats) and its conv window
+ * ((ssm.conv_kernel - 1) x (2 * ssm.group_count * ssm.state_size + ssm.inner_size) floats) and writes them back.
+ * The keys come from the caller's GGUF reader (get(key, user) -> the value, 0 if absent); n_recurrent is the
+ * number of recurrent layers (block_count minus every full_attention_interval-th one). 0 for other models. */
+static inline uint64_t bench_state_bytes(uint64_t (*get)(const char *key, void *user), void *user) {
+    const uint64_t inner = get("ssm.inner_size", user), S = get("ssm.state_size", user);
+    const uint64_t conv = get("ssm.conv_kernel", user), groups = get("ssm.group_count", user);
+    const uint64_t layers = get("block_count", user), nextn = get("nextn_predict_layers", user);
+    uint64_t interval = get("full_attention_interval", user);
+    if (!inner || !S || !conv || !layers || nextn >= layers) return 0;
+    if (!interval) interval = 4;
+    const uint64_t trunk = layers - nextn, n_recurrent = trunk - trunk / interval;
+    const uint64_t per_layer = 4 * (inner * S + (conv - 1) * (2 * groups * S + inner));
+    return 2 * n_recurrent * per_layer;
+}
+
+/* ---- peak multiply-add rate ---------------------------------------------------------------------------------
+ * A loop of independent multiply-add chains that never touches memory, on every thread at once: the most
+ * multiply-adds per second this CPU does at a SIMD level. For float weights the FMA (8 or 16 lanes); for
+ * quantized weights the int8 dot-product step of the level: AVX2 vpmaddubsw + vpmaddwd + vpaddd (32
+ * multiply-adds), AVX-VNNI and AVX-512 VNNI vpdpbusd (32 and 64). Timed in thread CPU time, so that other
+ * processes on a shared machine do not lower the peak. */
+enum { BENCH_PEAK_ITERS = 1 << 22 };
+
+typedef struct {
+    int kind; /* bench_peak_loop */
+    double macs_per_s;
+} bench_peak_arg;
+
+enum { BENCH_PEAK_FMA256, BENCH_PEAK_FMA512, BENCH_PEAK_I8_AVX2, BENCH_PEAK_I8_AVXVNNI, BENCH_PEAK_I8_VNNI512,
+       BENCH_PEAK_SCALAR };
+
+static inline double bench_thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#if BENCH_BW_X86
+/* 8 chains: enough to cover the latency of two ports; the values stay finite (x * 1 + 0 type chains) */
+__attribute__((target("avx2,fma"))) static double bench_peak_fma256(long n) {
+    __m256 a[8];
+    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+    for (int j = 0; j < 8; j++) a[j] = _mm256_set1_ps((float)j);
+    for (long i = 0; i < n; i++) {
+        for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(a[j], x, y);
+        __asm__ volatile("" : "+x"(a[0]), "+x"(a[1]), "+x"(a[2]), "+x"(a[3]), "+x"(a[4]), "+x"(a[5]), "+x"(a[6]),
+                         "+x"(a[7]));
+    }
+    float s[8];
+    _mm256_storeu_ps(s, _mm256_add_ps(_mm256_add_ps(a[0], a[1]), a[7]));
+    return s[0] == -1.0f ? 0.0 : (double)n * 8 * 8;
+}
+__attribute__((target("avx512f"))) static double bench_peak_fma512(long n) {
+    __m512 a[8];
+    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+    for (int j = 0; j < 8; j++) a[j] = _mm512_set1_ps((float)j);
+    for (long i = 0; i < n; i++) {
+        for (int j = 0; j < 8; j++) a[j] = _mm512_fmadd_ps(a[j], x, y);
+        __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]), "+v"(a[6]),
+                         "+v"(a[7]));
+    }
+    return _mm512_reduce_add_ps(a[0]) == -1.0f ? 0.0 : (double)n * 8 * 16;
+}
+/* the products do not depend on the chains, so the inputs are made opaque every step (else they are hoisted) */
+__attribute__((target("avx2"))) static double bench_peak_i8_avx2(long n) {
+    __m256i a[6], y[6];
+    const __m256i x = _mm256_set1_epi8(3), one = _mm256_set1_epi16(1);
+    for (int j = 0; j < 6; j++) a[j] = _mm256_set1_epi32(j), y[j] = _mm256_set1_epi8((char)(j - 5));
+    for (long i = 0; i < n; i++) {
+        __asm__ volatile("" : "+x"(y[0]), "+x"(y[1]), "+x"(y[2]), "+x"(y[3]), "+x"(y[4]), "+x"(y[5]));
+        for (int j = 0; j < 6; j++) a[j] = _mm256_add_epi32(a[j], _mm256_madd_epi16(_mm256_maddubs_epi16(x, y[j]), one));
+        __asm__ volatile("" : "+x"(a[0]), "+x"(a[1]), "+x"(a[2]), "+x"(a[3]), "+x"(a[4]), "+x"(a[5]));
+    }
+    return _mm256_extract_epi32(a[0], 0) == 7 ? 0.0 : (double)n * 6 * 32;
+}
+__attribute__((target("avx2,avxvnni"))) static double bench_peak_i8_avxvnni(long n) {
+    __m256i a[8];
+    const __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(-5);
+    for (int j = 0; j < 8; j++) a[j] = _mm256_set1_epi32(j);
+    for (long i = 0; i < n; i++) {
+        for (int j = 0; j < 8; j++) a[j] = _mm256_dpbusd_avx_epi32(a[j], x, y);
+        __asm__ volatile("" : "+x"(a[0]), "+x"(a[1]), "+x"(a[2]), "+x"(a[3]), "+x"(a[4]), "+x"(a[5]), "+x"(a[6]),
+                         "+x"(a[7]));
+    }
+    return _mm256_extract_epi32(a[0], 0) == 7 ? 0.0 : (double)n * 8 * 32;
+}
+__attribute__((target("avx512f,avx512vnni"))) static double bench_peak_i8_vnni512(long n) {
+    __m512i a[8];
+    const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-5);
+    for (int j = 0; j < 8; j++) a[j] = _mm512_set1_epi32(j);
+    for (long i = 0; i < n; i++) {
+        for (int j = 0; j < 8; j++) a[j] = _mm512_dpbusd_epi32(a[j], x, y);
+        __asm__ volatile("" : "+v"(a[0]), "+v"(a[1]), "+v"(a[2]), "+v"(a[3]), "+v"(a[4]), "+v"(a[5]), "+v"(a[6]),
+                         "+v"(a[7]));
+    }
+    return _mm512_reduce_add_epi32(a[0]) == 7 ? 0.0 : (double)n * 8 * 64;
+}
+#endif
+
+static void *bench_peak_worker(void *arg) {
+    bench_peak_arg *a = arg;
+    double best = 0.0;
+    for (int rep = 0; rep < 3; rep++) {
+        const double t0 = bench_thread_cpu();
+        double macs = 0.0;
+        switch (a->kind) {
+#if BENCH_BW_X86
+        case BENCH_PEAK_FMA256: macs = bench_peak_fma256(BENCH_PEAK_ITERS); break;
+        case BENCH_PEAK_FMA512: macs = bench_peak_fma512(BENCH_PEAK_ITERS); break;
+        case BENCH_PEAK_I8_AVX2: macs = bench_peak_i8_avx2(BENCH_PEAK_ITERS); break;
+        case BENCH_PEAK_I8_AVXVNNI: macs = bench_peak_i8_avxvnni(BENCH_PEAK_ITERS); break;
+        case BENCH_PEAK_I8_VNNI512: macs = bench_peak_i8_vnni512(BENCH_PEAK_ITERS); break;
+#endif
+        default: {
+            volatile float v = 1.0f;
+            float acc = 0.0f;
+            for (long i = 0; i < BENCH_PEAK_ITERS; i++) acc = acc * 0.999f + v;
+            macs = acc == -1.0f ? 0.0 : (double)BENCH_PEAK_ITERS;
+        }
+        }
+        const double dt = bench_thread_cpu() - t0;
+        if (dt > 0 && macs / dt > best) best = macs / dt;
+    }
+    a->macs_per_s = best;
+    return NULL;
+}
+
+static inline const char *bench_peak_name(int kind) {
+    static const char *const names[] = {"FMA 8 lanes", "FMA 16 lanes", "int8 vpmaddubsw+vpmaddwd", "int8 AVX-VNNI vpdpbusd",
+                                        "int8 AVX-512 vpdpbusd", "scalar"};
+    return names[kind];
+}
+
+/* Which loop stands for the level in use: simd is bd_simd_level()'s name, avx_vnni whether braid's AVX2 kernels
+ * use AVX-VNNI, int8 whether the weights are quantized. */
+static inline int bench_peak_kind(const char *simd, int avx_vnni, int int8) {
+    if (!strcmp(simd, "avx512")) return int8 ? BENCH_PEAK_I8_VNNI512 : BENCH_PEAK_FMA512;
+    if (!strcmp(simd, "avx2")) return int8 ? (avx_vnni ? BENCH_PEAK_I8_AVXVNNI : BENCH_PEAK_I8_AVX2) : BENCH_PEAK_FMA256;
+    return BENCH_PEAK_SCALAR;
+}
+
+/* Multiply-adds per second of loop `kind` on n_threads threads at once (the sum of their rates). */
+static inline double bench_peak_macs(int kind, int n_threads) {
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > 256) n_threads = 256;
+    pthread_t th[256];
+    bench_peak_arg a[256];
+    int started[256] = {0};
+    for (int t = 0; t < n_threads; t++) a[t] = (bench_peak_arg){kind, 0.0};
+    for (int t = 1; t < n_threads; t++) started[t] = !pthread_create(&th[t], NULL, bench_peak_worker, &a[t]);
+    bench_peak_worker(&a[0]);
+    double sum = a[0].macs_per_s;
+    for (int t = 1; t < n_threads; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        sum += started[t] ? a[t].macs_per_s : a[0].macs_per_s;
+    }
+    return sum;
 }
 
 static inline const char *bench_type_name(uint32_t t) {

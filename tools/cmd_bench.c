@@ -44,7 +44,9 @@ static braid_status bench_weight_bytes(const char *path, bench_weights *out) {
     int has_output = gguf_find_tensor(f, "output.weight") != NULL;
     for (size_t i = 0; i < gguf_n_tensors(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
-        bench_weight_add(out, t->name, t->nbytes, t->type, t->ne[1], has_output);
+        uint64_t n_elems = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) n_elems *= (uint64_t)t->ne[d];
+        bench_weight_add(out, t->name, t->nbytes, t->type, t->ne[1], has_output, n_elems, (int)t->n_dims);
     }
     gguf_close(f);
     return BRAID_OK;

@@ -215,6 +215,8 @@ int bd_gemmq_avx_vnni_override(int on) {
     return use_vnni();
 }
 
+int bd_gemmq_uses_avx_vnni(void) { return use_vnni(); }
+
 static void q8a_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
                      int64_t r0, int64_t r1, float *y, int64_t ldy) {
     bd_gemmq8_rows_with(use_vnni() ? q8v_tiles : q8a_tiles, A2_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
@@ -248,5 +250,6 @@ int bd_gemmq_avx_vnni_override(int on) {
     (void)on;
     return 0;
 }
+int bd_gemmq_uses_avx_vnni(void) { return 0; }
 
 #endif

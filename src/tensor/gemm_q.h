@@ -44,6 +44,7 @@ static inline const bd_gemmq_ops *bd_gemmq_get(uint32_t wtype) {
 /* Tests only: the AVX2 kernels use AVX-VNNI if on (and the CPU has it), plain AVX2 if 0, CPUID and
  * BRAID_AVX_VNNI (=0: off) if -1. Returns whether they now use it. */
 int bd_gemmq_avx_vnni_override(int on);
-}
+/* Whether the AVX2 kernels use AVX-VNNI (the CPU has it and BRAID_AVX_VNNI is not 0, or a test's override). */
+int bd_gemmq_uses_avx_vnni(void);
 
 #endif

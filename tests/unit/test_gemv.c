@@ -9,6 +9,7 @@
 #include "tensor/dot.h"
 #include "tensor/gemv.h"
 #include "tensor/matmul.h"
+#include "tensor/simd.h"
 #include "tensor/types.h"
 #include "test.h"
 
@@ -170,9 +171,20 @@ int main(void) {
     bd_threadpool *pools[3] = {NULL, NULL, NULL};
     CHECK_STATUS(bd_threadpool_new(2, &pools[1]), BRAID_OK);
     CHECK_STATUS(bd_threadpool_new(3, &pools[2]), BRAID_OK);
-    test_kernels();
-    test_matmul(pools, 3);
-    test_multi(pools, 3);
+    /* every kernel level this CPU has (the dot products stay at dot.h's level: the quantized ones give the same
+     * bits at every level, and the kernels that call the dispatcher's vec_dot give its bits by construction) */
+    const int top = bd_simd_override(BD_SIMD_AVX512);
+    for (int lv = 0; lv <= top; lv++) {
+        bd_simd_override(lv);
+        if (lv >= BD_SIMD_AVX2)
+            for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+                CHECK(bd_gemv_get(types[ti]) != NULL, "%s: a gemv kernel at level %d", bd_type_traits_get(types[ti])->name,
+                      lv);
+        test_kernels();
+        test_matmul(pools, 3);
+        test_multi(pools, 3);
+    }
+    bd_simd_override(top);
     bd_threadpool_free(pools[1]);
     bd_threadpool_free(pools[2]);
     TEST_MAIN_END();
