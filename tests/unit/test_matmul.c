@@ -215,6 +215,7 @@ static void test_gemmq_quantize(void) {
     const uint32_t types[] = {BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_K, BRAID_TYPE_Q6_K};
     const int64_t K = 256 * 6;
     float *x = bd_mallocn((size_t)K, 4);
+    int n_checked = 0;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const bd_gemmq_ops *o = bd_gemmq_get(types[ti]);
         const bd_dot_traits *dt = bd_dot_traits_get(types[ti]);
@@ -229,10 +230,14 @@ static void test_gemmq_quantize(void) {
         x[1300] = -0.0f, x[1301] = 1e-30f;
         o->quantize(x, a, K);
         dt->from_float(x, b, K);
-        CHECK(!memcmp(a, b, xrow), "type %u: the GEMM's activation quantizer gives dot.h's bytes", types[ti]);
+        CHECK(!memcmp(a, b, xrow), "type %u level %d: the GEMM's activation quantizer gives dot.h's bytes", types[ti],
+              bd_simd());
+        n_checked++;
         bd_free(a);
         bd_free(b);
     }
+    /* the AVX2 and AVX-512 GEMMs bring their own Q8_K quantizer: it must have been checked */
+    if (bd_simd() >= BD_SIMD_AVX2) CHECK(n_checked >= 2, "level %d: %d GEMM quantizers checked", bd_simd(), n_checked);
     bd_free(x);
 }
 
@@ -263,7 +268,11 @@ int main(void) {
     bd_simd_override(top);
     bd_threadpool_free(tp2);
     bd_threadpool_free(tp3);
-    test_gemmq_quantize();
+    for (int lv = 0; lv <= top; lv++) {
+        bd_simd_override(lv);
+        test_gemmq_quantize();
+    }
+    bd_simd_override(top);
 
     float w[4] = {1, 2, 3, 4}, xx[2] = {1, 1}, yy[2];
     CHECK_STATUS(bd_matmul(NULL, 99, w, 2, 2, xx, 2, 1, yy, 2, NULL, 0), BRAID_E_UNSUPPORTED);
