@@ -215,6 +215,78 @@ BRAID_NODISCARD braid_status braid_sampler_sample(braid_sampler *s, const float 
 /* Tells the sampler a token was emitted (feeds the repetition penalties). */
 void braid_sampler_accept(braid_sampler *s, braid_token t);
 
+/* ---- generation (one loop for run, chat, the server and speculative decoding) ----------------------------- */
+
+typedef struct braid_gen braid_gen;
+
+/* Called once per emitted token with the text it releases: whole UTF-8 characters only, never text that
+ * might still become a stop string (held back until it cannot), so len may be 0. At the end it is called
+ * once more with token -1 and whatever is left. Return nonzero to stop (stop reason "cancelled"). */
+typedef int (*braid_piece_fn)(void *user, braid_token token, const char *text, size_t len);
+/* Polled between decodes (prompt chunks and generation steps); nonzero stops with BRAID_E_CANCELLED from the
+ * prompt, or stop reason "cancelled" from generation. What was decoded before stays. */
+typedef int (*braid_abort_fn)(void *user);
+/* Called after each prompt chunk: done of total prompt tokens are in the sequence. */
+typedef void (*braid_progress_fn)(void *user, int32_t done, int32_t total);
+
+typedef struct braid_gen_params {
+    braid_seq_id seq;             /* the sequence generated into (default 0) */
+    int32_t n_predict;            /* most tokens per braid_gen_run (< 0: no limit but the context) */
+    braid_sampler_params sampler; /* temperature <= 0: greedy */
+    const char *const *stop;      /* n_stop stop strings: generation ends before the first one found */
+    int32_t n_stop;
+    int ctx_shift;                /* 1: when the context is full keep the first n_keep inputs, drop half of
+                                   * the rest, shift the positions after them, continue */
+    int32_t n_keep;
+    int32_t self_extend_n;        /* > 1: Self-Extend (grouped positions) with group size n ... */
+    int32_t self_extend_w;        /* ... and window w (a multiple of n) */
+    braid_context *draft;         /* speculative: a draft model's context (same vocabulary), or NULL */
+    int32_t draft_n;              /* tokens drafted per step (draft or lookup) */
+    int32_t lookup_n;             /* > 0: prompt-lookup drafting from n-grams of this length (no draft model) */
+    braid_piece_fn on_piece;
+    void *piece_user;
+    braid_abort_fn abort_cb;
+    void *abort_user;
+    braid_progress_fn on_progress;
+    void *progress_user;
+} braid_gen_params;
+
+/* What the last braid_gen_prompt and braid_gen_run did. */
+typedef struct braid_gen_stats {
+    int32_t prompt_tokens;   /* tokens of the last prompt */
+    int32_t reused_tokens;   /* of those, already in the sequence (longest common prefix) */
+    int32_t decoded_tokens;  /* prompt tokens computed: the new ones plus any replay to reach the prefix */
+    int32_t replayed_tokens; /* of decoded_tokens, the replay (checkpoint + replay to the common prefix) */
+    double prompt_ms;
+    int32_t n_generated;     /* tokens emitted by the last braid_gen_run */
+    int32_t n_decodes;       /* target decodes during generation */
+    double ttft_ms;          /* from braid_gen_prompt's start to the first emitted token */
+    double gen_ms;
+    int32_t context_shifts;
+    int32_t drafted, accepted;   /* speculative: tokens proposed and accepted */
+    int32_t spec_replayed;       /* target tokens replayed to drop rejected drafts (0: all by rollback) */
+    int32_t draft_replayed;      /* the draft model's own replays (catching up after rejections) */
+    const char *stop;            /* "eog", "length", "context", "stop", "cancelled", or "" before a run */
+} braid_gen_stats;
+
+braid_gen_params braid_gen_default_params(void);
+/* A generator over ctx's sequence p->seq (and p->draft's sequence p->seq). Neither context is owned. */
+BRAID_NODISCARD braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, braid_gen **out);
+void braid_gen_free(braid_gen *g);
+/* Makes the sequence hold exactly tokens[0..n): the longest common prefix with what it holds is kept (through
+ * truncation: rollback buffer, else checkpoint + replay, never from zero while a checkpoint is nearer), the rest
+ * is decoded in n_batch chunks, and a checkpoint is taken at the end. Leaves the logits of the last token for
+ * braid_gen_run. */
+BRAID_NODISCARD braid_status braid_gen_prompt(braid_gen *g, const braid_token *tokens, int32_t n);
+/* Samples and decodes until end of generation, n_predict tokens, a stop string, the context (without shift)
+ * or a cancel; the sequence then holds prompt + the emitted tokens except the last (not yet decoded), and a
+ * checkpoint is taken. */
+BRAID_NODISCARD braid_status braid_gen_run(braid_gen *g);
+/* Tokens emitted by the last run (valid until the next call on g) and their text (stop string excluded). */
+const braid_token *braid_gen_tokens(const braid_gen *g, int32_t *n);
+const char *braid_gen_text(const braid_gen *g, size_t *len);
+const braid_gen_stats *braid_gen_get_stats(const braid_gen *g);
+
 #ifdef __cplusplus
 }
 #endif

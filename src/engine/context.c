@@ -85,6 +85,7 @@ braid_status braid_context_new(const braid_model *model, const braid_context_par
         .checkpoint_interval = p.checkpoint_interval,
         .checkpoint_budget_bytes = p.checkpoint_budget_bytes,
         .n_rollback = p.n_rollback,
+        .n_ubatch = p.n_batch, /* replays run through the same scratch as decodes: never wider than n_batch */
     };
     ctx->model = model;
     ctx->p = p;

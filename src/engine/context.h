@@ -40,4 +40,9 @@ void bd_ctx_run_batch(braid_context *ctx, mem_batch *b, int with_logits);
 /* Brings stale K rows up to date (after position edits); before any forward pass. */
 BRAID_NODISCARD braid_status bd_ctx_rotate(braid_context *ctx);
 
+/* braid_seq_truncate that also tells how many inputs were replayed to reach n (0: rollback buffer or a
+ * checkpoint at n, or nothing to do). */
+BRAID_NODISCARD braid_status bd_seq_truncate_counted(braid_context *ctx, braid_seq_id s, int32_t n,
+                                                     int32_t *replayed);
+
 #endif

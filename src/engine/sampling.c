@@ -485,3 +485,41 @@ braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t
     *out = c[n - 1].id; /* u landed in the rounding gap at the very top */
     return BRAID_OK;
 }
+
+braid_status bd_sampler_probs(braid_sampler *s, const float *logits, int32_t n_vocab, float *probs) {
+    if (!probs) return bd_error(BRAID_E_INVALID, "sampler: NULL probs");
+    int32_t n;
+    float max_l;
+    braid_token best;
+    BD_TRY(sampler_filter(s, logits, n_vocab, &n, &max_l, &best));
+    memset(probs, 0, (size_t)n_vocab * sizeof *probs);
+    if (n == 0) {
+        probs[best] = 1.0f;
+        return BRAID_OK;
+    }
+    /* The same weights braid_sampler_sample draws from, normalized. */
+    const cand *c = s->cands;
+    float inv_t = 1.0f / s->p.temperature;
+    double total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += expf((c[i].logit - max_l) * inv_t);
+    for (int32_t i = 0; i < n; i++) probs[c[i].id] = (float)(expf((c[i].logit - max_l) * inv_t) / total);
+    return BRAID_OK;
+}
+
+double bd_sampler_uniform(braid_sampler *s) { return rng_uniform(s->rng); }
+
+braid_token bd_pick_weighted(const float *w, int32_t n, double u) {
+    double total = 0.0;
+    for (int32_t i = 0; i < n; i++) total += w[i];
+    double target = u * total, acc = 0.0;
+    braid_token last = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (w[i] <= 0.0f) continue;
+        acc += w[i];
+        last = i;
+        if (target < acc) return i;
+    }
+    return last;
+}
+
+int bd_sampler_is_greedy(const braid_sampler *s) { return s->p.temperature <= 0.0f || s->p.top_k == 1; }

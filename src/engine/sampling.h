@@ -11,4 +11,16 @@
 BRAID_NODISCARD braid_status bd_sampler_kept(braid_sampler *s, const float *logits, int32_t n_vocab, braid_token *ids,
                                              int32_t cap, int32_t *n_out);
 
+/* The distribution the next braid_sampler_sample would draw from, dense: probs[i] for every token id of
+ * n_vocab (zero for filtered tokens; greedy puts 1 on the argmax). Draws nothing. Speculative rejection
+ * sampling compares the target's and the draft's distributions through this. */
+BRAID_NODISCARD braid_status bd_sampler_probs(braid_sampler *s, const float *logits, int32_t n_vocab, float *probs);
+/* A draw from the sampler's generator: uniform in [0, 1). */
+double bd_sampler_uniform(braid_sampler *s);
+/* The token that weights w[0..n) (>= 0, not all zero) pick for a uniform draw u: the first id whose running sum
+ * exceeds u x total; the last positive one if rounding leaves u at the very top. */
+braid_token bd_pick_weighted(const float *w, int32_t n, double u);
+/* 1 if the sampler is greedy (temperature <= 0 or top_k == 1). */
+int bd_sampler_is_greedy(const braid_sampler *s);
+
 #endif

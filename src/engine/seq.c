@@ -27,11 +27,21 @@ static braid_status run_replay(braid_context *ctx, mem_batch *replay) {
     return BRAID_OK;
 }
 
-braid_status braid_seq_truncate(braid_context *ctx, braid_seq_id s, int32_t n) {
+braid_status bd_seq_truncate_counted(braid_context *ctx, braid_seq_id s, int32_t n, int32_t *replayed) {
     if (!ctx) return bd_error(BRAID_E_INVALID, "braid_seq_truncate: NULL context");
     mem_batch *replay = NULL;
+    if (replayed) *replayed = 0;
     BD_TRY(mem_seq_truncate(ctx->mem, s, n, &replay));
+    if (replay && replayed) {
+        int32_t rs, from, to;
+        mem_batch_replay_info(replay, &rs, &from, &to);
+        *replayed = to - from;
+    }
     return run_replay(ctx, replay);
+}
+
+braid_status braid_seq_truncate(braid_context *ctx, braid_seq_id s, int32_t n) {
+    return bd_seq_truncate_counted(ctx, s, n, NULL);
 }
 
 braid_status braid_seq_remove(braid_context *ctx, braid_seq_id s, int32_t i0, int32_t i1) {

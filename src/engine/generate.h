@@ -1,0 +1,57 @@
+/* generate.h — the inside of braid_gen (braid.h's generation loop), shared by generate.c (prompt, sampling,
+ * stop strings, streaming, context shift, verification) and speculative.c (drafting). */
+#ifndef BRAID_ENGINE_GENERATE_H
+#define BRAID_ENGINE_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "braid.h"
+
+struct braid_gen {
+    braid_context *ctx;
+    braid_gen_params p;
+    char **stop; /* [p.n_stop] copies of the stop strings */
+    size_t max_stop;
+    braid_sampler *smp;  /* the target's sampler */
+    braid_sampler *dsmp; /* the draft model's sampler (its own distribution q) */
+    int32_t n_vocab;
+    /* Mirrors of the tokens each sequence holds (rebuilt from the memory by braid_gen_prompt), so that the
+     * longest common prefix, lookup drafting and the draft's catch-up need no walk through the memory. */
+    braid_token *tok;
+    int32_t n_tok, cap_tok;
+    braid_token *dtok;
+    int32_t n_dtok, cap_dtok;
+    int32_t logit_row; /* row of ctx's last decode that holds the next token's logits; -1: none */
+    /* the last run's output */
+    braid_token *out;
+    int32_t n_out, cap_out;
+    char *text; /* [n_text] emitted and held-back text */
+    size_t n_text, cap_text, n_released;
+    braid_gen_stats st;
+    double t_prompt0; /* when the last braid_gen_prompt started (ms) */
+    int emitted_any;
+    int32_t ga_i; /* Self-Extend: start of the next group window (positions) */
+    /* speculative scratch */
+    braid_token *draft;  /* [draft_n] */
+    float *q;            /* [draft_n][n_vocab] the draft's distribution for each drafted token (sampled mode) */
+    float *pt;           /* [n_vocab] the target's distribution */
+    uint8_t *flags;      /* [n_rows_max] logits flags */
+    braid_seq_id *seqv;  /* [n_rows_max] all p.seq */
+    int32_t n_rows_max;  /* max(both n_batch, draft_n + 1) */
+};
+
+double bd_gen_now_ms(void);
+/* Appends tokens to a mirror, growing it. */
+BRAID_NODISCARD braid_status bd_gen_mirror_push(braid_token **v, int32_t *n, int32_t *cap, const braid_token *t,
+                                                int32_t k);
+/* Decodes toks[0..n) (n <= n_rows_max) into sequence p.seq of context c (the target's or the draft's), with
+ * logits on every row if all, else on the last. */
+BRAID_NODISCARD braid_status bd_gen_decode(braid_gen *g, braid_context *c, const braid_token *toks, int32_t n,
+                                           int all);
+/* Makes the draft context's sequence hold the target's tokens plus `next` (longest common prefix kept) and
+ * proposes up to max tokens after it: by the draft model, or by n-gram lookup in the target's history. Writes
+ * them to g->draft (and, when sampling, the draft's distributions to g->q); *n_draft gets the count. */
+BRAID_NODISCARD braid_status bd_spec_draft(braid_gen *g, braid_token next, int32_t max, int32_t *n_draft);
+
+#endif
