@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "braid.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "test.h"
 
 static braid_model *make_model(const char *arch, uint64_t seed, const char *path, const char *vocab) {

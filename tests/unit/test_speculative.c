@@ -18,7 +18,7 @@
 
 #include "braid.h"
 #include "engine/sampling.h"
-#include "models/gen/genmodel.h"
+#include "genmodel/genmodel.h"
 #include "test.h"
 
 static char build_dir[2048];
