@@ -24,7 +24,7 @@ static void run_usage(FILE *f) {
                "  -p, --prompt TEXT     the prompt\n"
                "  -f, --file FILE       read the prompt from FILE\n"
                "  --no-bos              do not add the model's start-of-text token\n"
-               "  (-c defaults to prompt + N; --json prints one object: prompt_tokens, tokens, text, stop,\n"
+               "  (-c defaults to prompt + N, at least 4096 with --session; --json prints one object: prompt_tokens, tokens, text, stop,\n"
                "  timings, context_shifts, speculative, session_reused_tokens)\n");
     gen_opts_usage(f);
 }
@@ -194,6 +194,7 @@ static int cmd_run(int argc, char **argv) {
         goto done;
     }
     int64_t want = (int64_t)n_toks + o.g.n_predict;
+    if (o.g.session && want < 4096) want = 4096; /* room for what an earlier run saved, not just this prompt */
     uint32_t n_ctx = (uint32_t)(o.g.n_ctx ? o.g.n_ctx : (want < 16 ? 16 : want > INT32_MAX / 2 ? INT32_MAX / 2 : want));
     if (n_toks > n_ctx && !o.g.ctx_shift) {
         fprintf(stderr, "braid run: the prompt has %zu tokens, more than the context (%u); raise --ctx\n", n_toks,
