@@ -97,8 +97,8 @@ static void test_greedy(const char *arch) {
         const char *name;
         braid_model *draft;
         int lookup;
-    } cases[] = {{"draft q8_0", dq, 0}, {"draft other weights", dx, 0}, {"lookup 2", NULL, 2}};
-    for (int k = 0; k < 3; k++) {
+    } cases[] = {{"draft q8_0", dq, 0}, {"lookup 2", NULL, 2}, {"draft other weights", dx, 0}};
+    for (int k = 0; k < (strcmp(arch, "qwen35") ? 2 : 3); k++) { /* nothing accepted: once is enough */
         c = make_ctx(t, 8);
         braid_context *d = cases[k].draft ? make_ctx(cases[k].draft, 8) : NULL;
         memset(&st, 0, sizeof st);
@@ -207,7 +207,7 @@ static void test_distribution(void) {
     /* The prompt holds every token id once (then a short tail), so that lookup always finds the sampled token
      * in the history and drafts what followed it (nearly always rejected: it tests the draw from p - q with a
      * point-mass q; the draft model's case has both branches). */
-    enum { V = 512, NP = V + 6, N = 2000 };
+    enum { V = 512, NP = V + 6, N = 1200 };
     braid_token prompt[NP];
     for (int i = 0; i < V; i++) prompt[i] = (braid_token)((i * 101 + 7) % V);
     for (int i = 0; i < 6; i++) prompt[V + i] = (braid_token)(i * 11 + 3);
