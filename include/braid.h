@@ -190,6 +190,41 @@ braid_token braid_token_eos(const braid_model *model);
 braid_token braid_token_eot(const braid_model *model);
 int braid_token_is_eog(const braid_model *model, braid_token t); /* end of generation (eos, eot, ...) */
 
+/* ---- chat templates ---------------------------------------------------------------------------------------- */
+
+/* A chat template (Jinja) is rendered exactly as Python Jinja2 renders it with Hugging Face's settings
+ * (transformers' apply_chat_template: sandboxed, trim_blocks, lstrip_blocks, tojson without ASCII escaping,
+ * raise_exception, strftime_now, the {% generation %} tag). The template sees: messages, tools (none unless
+ * given), documents (none), add_generation_prompt, bos_token, eos_token and the extra variables of
+ * kwargs_json, and nothing else: no date, no enable_thinking unless the caller passes them. */
+typedef struct braid_chat_params {
+    const char *tools_json;    /* a JSON array of tool definitions, or NULL */
+    int add_generation_prompt; /* default 1 */
+    const char *bos_token;     /* NULL: the model's (braid_chat_template_apply) or "" */
+    const char *eos_token;     /* NULL: the model's or "" */
+    const char *kwargs_json;   /* a JSON object of extra template variables, or NULL */
+    int64_t now;               /* the time strftime_now formats (seconds since the epoch); 0 = now */
+    size_t max_output;         /* bytes; 0 = default (16 MiB) */
+} braid_chat_params;
+
+braid_chat_params braid_chat_default_params(void);
+/* Renders template text tmpl (tmpl_len bytes) for messages_json (a JSON array of message objects).
+ * *out is allocated (NUL-terminated, release with braid_free), *out_len its length. A template Jinja2 would
+ * refuse, or that raises for this conversation (raise_exception, an undefined value used, ...), gives
+ * BRAID_E_FORMAT / BRAID_E_INVALID / BRAID_E_UNSUPPORTED with the reason and "template:LINE:COL". */
+BRAID_NODISCARD braid_status braid_chat_template_render(const char *tmpl, size_t tmpl_len, const char *messages_json,
+                                                        const braid_chat_params *params, char **out,
+                                                        size_t *out_len);
+/* The model's chat template: tokenizer.chat_template, or tokenizer.chat_template.NAME when name is not NULL.
+ * *tmpl points into the model (valid while it lives; not NUL-terminated). BRAID_E_RANGE if there is none. */
+BRAID_NODISCARD braid_status braid_model_chat_template(const braid_model *model, const char *name,
+                                                       const char **tmpl, size_t *len);
+/* braid_chat_template_render with the model's template (name as above) and, where params leave them NULL,
+ * the model's bos/eos token texts. */
+BRAID_NODISCARD braid_status braid_chat_template_apply(const braid_model *model, const char *name,
+                                                       const char *messages_json, const braid_chat_params *params,
+                                                       char **out, size_t *out_len);
+
 /* ---- sampling ---------------------------------------------------------------------------------------------- */
 
 typedef struct braid_sampler braid_sampler;
