@@ -101,7 +101,7 @@ static braid_status repeat(tpl_env *e, const tpl_node *at, tv seq, int64_t times
         size_t n = seq.u.s.n * (size_t)times;
         char *p = tpl_alloc(e->a, n + 1);
         if (!p) return oom();
-        for (int64_t i = 0; i < times; i++) memcpy(p + (size_t)i * seq.u.s.n, seq.u.s.p, seq.u.s.n);
+        for (int64_t i = 0; seq.u.s.n && i < times; i++) memcpy(p + (size_t)i * seq.u.s.n, seq.u.s.p, seq.u.s.n);
         *out = tv_strn(p, n);
         out->f = seq.f & TVF_MARKUP;
         return BRAID_OK;

@@ -721,7 +721,7 @@ braid_status tpl_apply_filter(tpl_env *e, const tpl_node *at, const char *name, 
         tv items;
         BD_TRY(tv_iterate(e, at, x, &items));
         BD_TRY(tv_new_list(e->a, items.u.l->n, out));
-        memcpy(out->u.l->v, items.u.l->v, items.u.l->n * sizeof(tv));
+        if (items.u.l->n) memcpy(out->u.l->v, items.u.l->v, items.u.l->n * sizeof(tv));
         out->u.l->n = items.u.l->n;
         return BRAID_OK;
     }

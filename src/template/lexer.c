@@ -240,7 +240,8 @@ static size_t match_int(const lx *l, size_t i, int *base) {
     const char *s = l->s;
     size_t n = l->n;
     *base = 10;
-    if (i + 1 < n && s[i] == '0' && (s[i + 1] | 32) != 0 && strchr("box", s[i + 1] | 32)) {
+    char kind = i + 1 < n ? (char)(s[i + 1] | 32) : 0;
+    if (s[i] == '0' && (kind == 'b' || kind == 'o' || kind == 'x')) {
         int b = (s[i + 1] | 32) == 'b' ? 2 : (s[i + 1] | 32) == 'o' ? 8 : 16;
         size_t j = i + 2, last = 0;
         for (;;) {

@@ -520,7 +520,7 @@ braid_status tpl_call_method(tpl_env *e, const tpl_node *at, tv self, int id, tp
     }
     case M_L_COPY:
         BD_TRY(tv_new_list(e->a, self.u.l->n, out));
-        memcpy(out->u.l->v, self.u.l->v, self.u.l->n * sizeof(tv));
+        if (self.u.l->n) memcpy(out->u.l->v, self.u.l->v, self.u.l->n * sizeof(tv));
         out->u.l->n = self.u.l->n;
         return BRAID_OK;
     case M_LOOP_CYCLE:
@@ -530,7 +530,7 @@ braid_status tpl_call_method(tpl_env *e, const tpl_node *at, tv self, int id, tp
     case M_LOOP_CHANGED: {
         tv now;
         BD_TRY(tv_new_list(e->a, a->npos, &now));
-        memcpy(now.u.l->v, a->pos, a->npos * sizeof(tv));
+        if (a->npos) memcpy(now.u.l->v, a->pos, a->npos * sizeof(tv));
         now.u.l->n = a->npos;
         tloop *l = self.u.loop;
         int changed = !l->have_changed || !tv_eq(l->last_changed, now);
@@ -629,7 +629,7 @@ braid_status tpl_call_func(tpl_env *e, const tpl_node *at, int id, tpl_args *a, 
         if (!localtime_r(&t, &tm)) return tpl_fail(at, BRAID_E_INVALID, "strftime_now: bad time");
         char fmt[256], buf[1024];
         if (a->pos[0].u.s.n >= sizeof fmt) return tpl_fail(at, BRAID_E_RANGE, "strftime_now: format too long");
-        memcpy(fmt, a->pos[0].u.s.p, a->pos[0].u.s.n);
+        if (a->pos[0].u.s.n) memcpy(fmt, a->pos[0].u.s.p, a->pos[0].u.s.n);
         fmt[a->pos[0].u.s.n] = 0;
         size_t n = a->pos[0].u.s.n ? strftime(buf, sizeof buf, fmt, &tm) : 0;
         char *p = tpl_strndup(e->a, buf, n);
