@@ -16,6 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Everything declared here is the library's interface: visible from libbraid.so although braid is compiled with
+ * hidden visibility (which keeps every internal symbol out of the shared library and of programs). */
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility push(default)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -324,6 +330,10 @@ const braid_gen_stats *braid_gen_get_stats(const braid_gen *g);
 
 #ifdef __cplusplus
 }
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC visibility pop
 #endif
 
 #endif /* BRAID_H */

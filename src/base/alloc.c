@@ -1,6 +1,8 @@
 /* alloc.c — allocation wrappers with overflow checks and test-time failure injection (see alloc.h). */
 #include "base/alloc.h"
 
+#include "braid.h" /* braid_free is public: its declaration gives it default visibility */
+
 #include <stdlib.h>
 #include <string.h>
 
