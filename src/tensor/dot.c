@@ -43,7 +43,8 @@ void bd_dot_fill_level(bd_dot_traits t[BD_TYPE_COUNT], int level) {
         if (row && row->act_from_float) t[ty].vec_dot_type = row->vec_dot_type, t[ty].from_float = row->act_from_float;
     }
     static void (*const scalar[])(bd_dot_traits *) = {bd_dot_fill_scalar};
-    static void (*const avx2[])(bd_dot_traits *) = {bd_dot_fill_avx2, bd_gemv_fill_avx2, bd_gemm_fill_avx2};
+    static void (*const avx2[])(bd_dot_traits *) = {bd_dot_fill_avx2, bd_dot_fill_avx2_mix, bd_gemv_fill_avx2,
+                                                    bd_gemm_fill_avx2};
     static void (*const avx512[])(bd_dot_traits *) = {bd_dot_fill_avx512, bd_gemv_fill_avx512,
                                                       bd_gemm_q8_fill_avx512, bd_gemm_k_fill_avx512};
     fill_one(t, scalar, 1);
