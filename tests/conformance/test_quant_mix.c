@@ -8,6 +8,9 @@
  * main one (Q5_0, Q5_1, Q8_0, IQ4_NL, ...); each file's type mix is printed. MXFP4 is what the MXFP4_MOE preset
  * writes for the MoE file's experts.
  *
+ * For every preset, `braid quantize` on the same input must write the same file, byte for byte (its quantizers
+ * and per-tensor rules are llama.cpp's), and presets that need an importance matrix must be refused.
+ *
  * Checks per file: every tensor of the mix is a type braid supports and the model loads; on a prompt of 20
  * tokens, braid's prefill logits against llama.cpp's prefill: top-1 agreement >= 99%, relative max difference
  * < 0.05, and greedy continuations of 12 tokens identical (files with IQ4_NL tensors: see compare()). The dense
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -69,6 +73,29 @@ static int claims_exact(void) {
     for (size_t i = 0; i < sizeof avx512_builds / sizeof avx512_builds[0]; i++)
         avx512_build |= !strcmp(variant, avx512_builds[i]);
     return avx512_build && !strcmp(bd_simd_level(), "avx512");
+}
+
+/* 1 if the two files hold the same bytes. */
+static int same_bytes(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        const int ca = fgetc(fa), cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* Runs `braid quantize IN OUT PRESET`; its exit code. */
+static int braid_quantize(const char *in, const char *out, const char *preset) {
+    char cmd[6000];
+    snprintf(cmd, sizeof cmd, "'%s/braid' quantize '%s' '%s' %s 2> /dev/null", test_env("BRAID_BUILD_DIR", "build"), in,
+             out, preset);
+    const int rc = system(cmd);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 static void compare(const char *path, const char *label, int exact_claimed, int has_iq4_nl) {
@@ -166,10 +193,22 @@ int main(void) {
             const int rc = system(cmd);
             CHECK(rc == 0, "%s: llama.cpp's quantizer failed (%d): %s", label, rc, cmd);
             if (rc != 0) continue;
+            /* braid's own quantizer on the same input: the same file, byte for byte */
+            char mine[600];
+            snprintf(mine, sizeof mine, "%s/%s-%s-braid.gguf", dir, archs[a].arch, presets[i].name);
+            CHECK(braid_quantize(f16, mine, presets[i].name) == 0, "%s: braid quantize failed", label);
+            CHECK(same_bytes(out, mine), "%s: braid quantize's file differs from llama.cpp's", label);
+            unlink(mine);
             int has_iq4_nl = 0;
             CHECK(print_mix(out, label, &has_iq4_nl) == 0, "%s: tensors of types braid does not support", label);
             compare(out, label, exact_claimed, has_iq4_nl);
             unlink(out);
+        }
+        if (a == 0) { /* presets that need an importance matrix: a usage error, and no file left behind */
+            char out[600];
+            snprintf(out, sizeof out, "%s/refused.gguf", dir);
+            CHECK(braid_quantize(f16, out, "IQ2_XXS") == 2 && access(out, F_OK) != 0, "IQ2_XXS must be refused");
+            CHECK(braid_quantize(f16, out, "Q4_K_X") == 2, "an unknown preset must be a usage error");
         }
         unlink(f16);
     }
