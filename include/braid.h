@@ -116,6 +116,11 @@ typedef struct braid_context_params {
     uint64_t checkpoint_budget_bytes; /* bytes for checkpoints of all sequences (default 256 MiB) */
     uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence (default 8) */
     braid_type kv_type;               /* BRAID_TYPE_F16 (default) or BRAID_TYPE_F32 */
+    /* Asked between the layers of a decode (NULL: never). Returning nonzero stops it: braid_decode returns
+     * BRAID_E_CANCELLED and nothing changed (memory, sequences, the previous decode's logits). Truncate and
+     * copy replays are not cancellable. */
+    int (*abort_callback)(void *user);
+    void *abort_user;
 } braid_context_params;
 
 braid_context_params braid_context_default_params(void);

@@ -2,8 +2,9 @@
  *
  * A decode is one memory transaction (memory.h): mem_batch_begin validates the batch, splits it into ubatches
  * and reserves everything (BRAID_E_FULL / NOMEM with nothing changed); stale K rows are re-rotated; each
- * ubatch runs through the architecture's forward pass, which cannot fail (its scratch was sized here); then
- * mem_batch_commit makes the new inputs, states, rollback buffers and checkpoints visible. */
+ * ubatch runs through the architecture's forward pass, which fails only when the caller's abort callback
+ * stops it (its scratch was sized here; the batch is then aborted: nothing changed); then mem_batch_commit
+ * makes the new inputs, states, rollback buffers and checkpoints visible. */
 #include "engine/context.h"
 
 #include <string.h>
@@ -36,16 +37,14 @@ void braid_context_free(braid_context *ctx) {
     bd_free(ctx->ub_seq);
     bd_free(ctx->ub_out);
     bd_free(ctx->ub_nvis);
-    bd_free((void *)ctx->ub_cells);
-    bd_free((void *)ctx->conv_in);
-    bd_free((void *)ctx->ssm_in);
-    bd_free(ctx->conv_out);
-    bd_free(ctx->ssm_out);
-    bd_free(ctx->conv_row);
-    bd_free(ctx->ssm_row);
+    bd_free(ctx->ub_runs);
+    bd_free(ctx->ub_snap);
+    bd_free(ctx->conv_off);
+    bd_free(ctx->ssm_off);
     bd_free(ctx->ub_tok);
     bd_free(ctx->ub_embd);
     bd_free(ctx->logits);
+    bd_free(ctx->logits_next);
     bd_free(ctx->out_of_row);
     bd_free(ctx->new_out);
     bd_free(ctx);
@@ -103,28 +102,27 @@ braid_status braid_context_new(const braid_model *model, const braid_context_par
     if (n_threads > 256) n_threads = 256;
     ctx->n_threads = (int32_t)n_threads;
     const size_t nb = p.n_batch, E = (size_t)model->n_embd;
-    const size_t nr = (size_t)(ly->n_recr ? ly->n_recr : 1) * nb;
     const int32_t n_ctx = ly->n_attn ? (int32_t)p.n_ctx : 1;
     ctx->scratch = bd_malloc(model->arch->scratch_size(model->arch_data, (int32_t)nb, n_ctx, (int32_t)n_threads));
     ctx->zero_state = bd_calloc(mem_rs_block_floats(ctx->mem) + 1, sizeof(float));
     ctx->ub_seq = bd_mallocn(nb, sizeof(int32_t));
     ctx->ub_out = bd_mallocn(nb, sizeof(int32_t));
     ctx->ub_nvis = bd_mallocn(nb, sizeof(int32_t));
-    ctx->ub_cells = bd_calloc(nb, sizeof(int32_t *));
-    ctx->conv_in = bd_calloc(nr, sizeof(float *));
-    ctx->ssm_in = bd_calloc(nr, sizeof(float *));
-    ctx->conv_out = bd_calloc(nr, sizeof(float *));
-    ctx->ssm_out = bd_calloc(nr, sizeof(float *));
-    ctx->conv_row = bd_calloc(nr, sizeof(float *));
-    ctx->ssm_row = bd_calloc(nr, sizeof(float *));
+    ctx->ub_runs = bd_calloc(nb, sizeof(bd_fwd_run));
+    ctx->ub_snap = bd_calloc(nb, sizeof(float *));
+    ctx->conv_off = bd_calloc((size_t)ly->n_recr + 1, sizeof(int64_t));
+    ctx->ssm_off = bd_calloc((size_t)ly->n_recr + 1, sizeof(int64_t));
     ctx->ub_tok = bd_mallocn(nb, sizeof(braid_token));
     ctx->ub_embd = bd_mallocn(nb * E, sizeof(float));
-    int ok = ctx->scratch && ctx->zero_state && ctx->ub_seq && ctx->ub_out && ctx->ub_nvis && ctx->ub_cells &&
-             ctx->conv_in && ctx->ssm_in && ctx->conv_out && ctx->ssm_out && ctx->conv_row && ctx->ssm_row &&
-             ctx->ub_tok && ctx->ub_embd;
+    int ok = ctx->scratch && ctx->zero_state && ctx->ub_seq && ctx->ub_out && ctx->ub_nvis && ctx->ub_runs &&
+             ctx->ub_snap && ctx->conv_off && ctx->ssm_off && ctx->ub_tok && ctx->ub_embd;
     if (!ok) {
         braid_context_free(ctx);
         return bd_error(BRAID_E_NOMEM, "context: out of memory (n_ctx %u, n_batch %u)", p.n_ctx, p.n_batch);
+    }
+    for (int32_t r = 0; r < ly->n_recr; r++) {
+        ctx->conv_off[r] = (int64_t)mem_rs_conv_off(ctx->mem, (uint32_t)r);
+        ctx->ssm_off[r] = (int64_t)mem_rs_ssm_off(ctx->mem, (uint32_t)r);
     }
     st = bd_threadpool_new((int)n_threads, &ctx->tp);
     if (st != BRAID_OK) {
@@ -141,6 +139,7 @@ static braid_status rotate_cell(void *user, mem *m, int32_t cell, const braid_po
     braid_context *ctx = user;
     const braid_model *model = ctx->model;
     const bd_mem_layout *ly = &model->layout;
+    if (!model->arch->rerotate_k) return BRAID_OK; /* no RoPE: a K row does not depend on its position */
     braid_pos f[4] = {0}, t[4] = {0};
     const int np = ly->n_pos_per_token ? ly->n_pos_per_token : 1;
     for (int c = 0; c < np && c < 4; c++) f[c] = from[c], t[c] = to[c];
@@ -170,7 +169,7 @@ braid_status bd_ctx_rotate(braid_context *ctx) {
 
 /* ---- running a memory batch -------------------------------------------------------------------------------- */
 
-void bd_ctx_run_batch(braid_context *ctx, mem_batch *mb, int with_logits) {
+braid_status bd_ctx_run_batch(braid_context *ctx, mem_batch *mb, int with_logits, int cancellable) {
     const braid_model *model = ctx->model;
     const bd_mem_layout *ly = &model->layout;
     const int32_t E = model->n_embd;
@@ -181,6 +180,7 @@ void bd_ctx_run_batch(braid_context *ctx, mem_batch *mb, int with_logits) {
         (void)st; /* rotations were applied before; a view of a begun batch cannot fail otherwise */
         const int32_t T = ub.n_rows;
         const int is_embd = T > 0 && ub.token[0] < 0;
+        int any_snap = 0;
         for (int32_t t = 0; t < T; t++) {
             ctx->ub_nvis[t] = ub.idx[t] + 1;
             int32_t o = -1;
@@ -191,27 +191,15 @@ void bd_ctx_run_batch(braid_context *ctx, mem_batch *mb, int with_logits) {
             ctx->ub_out[t] = o;
             if (is_embd) memcpy(ctx->ub_embd + (size_t)t * E, ub.embd[t], (size_t)E * sizeof(float));
             else ctx->ub_tok[t] = ub.token[t];
-            for (int32_t r = 0; r < ly->n_recr; r++) {
-                float *snap = ub.rs_snap ? ub.rs_snap[t] : NULL;
-                ctx->conv_row[(size_t)r * T + t] = snap ? snap + mem_rs_conv_off(ctx->mem, (uint32_t)r) : NULL;
-                ctx->ssm_row[(size_t)r * T + t] = snap ? snap + mem_rs_ssm_off(ctx->mem, (uint32_t)r) : NULL;
-            }
+            ctx->ub_snap[t] = ub.rs_snap ? ub.rs_snap[t] : NULL;
+            any_snap |= ctx->ub_snap[t] != NULL;
         }
-        int any_snap = 0;
-        for (int32_t t = 0; t < T && ub.rs_snap; t++) any_snap |= ub.rs_snap[t] != NULL;
         for (int32_t k = 0; k < ub.n_runs; k++) {
             const mem_run *run = &ub.runs[k];
             for (int32_t t = run->row0; t < run->row0 + run->n_rows; t++) ctx->ub_seq[t] = k;
-            ctx->ub_cells[k] = run->kv_cells;
-            const float *src = run->rs_src ? run->rs_src : ctx->zero_state;
-            for (int32_t r = 0; r < ly->n_recr; r++) {
-                const size_t i = (size_t)r * ub.n_runs + k;
-                const size_t co = mem_rs_conv_off(ctx->mem, (uint32_t)r), so = mem_rs_ssm_off(ctx->mem, (uint32_t)r);
-                ctx->conv_in[i] = src + co;
-                ctx->ssm_in[i] = src + so;
-                ctx->conv_out[i] = run->rs_dst + co;
-                ctx->ssm_out[i] = run->rs_dst + so;
-            }
+            ctx->ub_runs[k] = (bd_fwd_run){.row0 = run->row0, .n_rows = run->n_rows, .cells = run->kv_cells,
+                                           .state_in = run->rs_src ? run->rs_src : ctx->zero_state,
+                                           .state_out = run->rs_dst};
         }
         bd_fwd_batch b = {
             .n = T,
@@ -230,19 +218,18 @@ void bd_ctx_run_batch(braid_context *ctx, mem_batch *mb, int with_logits) {
             .v = v_tab,
             .kv_type = ly->n_attn ? mem_kv_type(ctx->mem) : BRAID_TYPE_F32,
             .dst_cell = ub.kv_write,
-            .seq_cells = ctx->ub_cells,
             .n_visible = ctx->ub_nvis,
-            .conv_in = ctx->conv_in,
-            .ssm_in = ctx->ssm_in,
-            .conv_out = ctx->conv_out,
-            .ssm_out = ctx->ssm_out,
-            .conv_row = any_snap ? ctx->conv_row : NULL,
-            .ssm_row = any_snap ? ctx->ssm_row : NULL,
+            .conv_off = ctx->conv_off,
+            .ssm_off = ctx->ssm_off,
+            .n_runs = ub.n_runs,
+            .runs = ctx->ub_runs,
+            .snap = any_snap ? ctx->ub_snap : NULL,
         };
-        const bd_fwd_scratch sc = {ctx->scratch, (int32_t)ctx->p.n_batch,
-                                   ly->n_attn ? (int32_t)ctx->p.n_ctx : 1, ctx->n_threads};
-        model->arch->forward(model->arch_data, &sc, ctx->tp, &b, &fm, ctx->logits);
+        const bd_fwd_scratch sc = {ctx->scratch, (int32_t)ctx->p.n_batch, ly->n_attn ? (int32_t)ctx->p.n_ctx : 1,
+                                   ctx->n_threads, cancellable ? ctx->p.abort_callback : NULL, ctx->p.abort_user};
+        BD_TRY(model->arch->forward(model->arch_data, &sc, ctx->tp, &b, &fm, ctx->logits_next));
     }
+    return BRAID_OK;
 }
 
 /* ---- decode -------------------------------------------------------------------------------------------------- */
@@ -280,21 +267,31 @@ braid_status braid_decode(braid_context *ctx, const braid_batch *batch) {
         }
         for (int32_t t = 0; t < ub.n_rows; t++) n_out += ub.logits[t] != 0;
     }
-    if (n_out > ctx->cap_out) {
-        float *lg = bd_realloc(ctx->logits, (size_t)n_out * (size_t)V * sizeof(float));
+    if (n_out > ctx->cap_next) {
+        float *lg = bd_realloc(ctx->logits_next, (size_t)n_out * (size_t)V * sizeof(float));
         if (!lg) {
             mem_batch_abort(ctx->mem, mb);
             return bd_error(BRAID_E_NOMEM, "braid_decode: out of memory for %d rows of logits", n_out);
         }
-        ctx->logits = lg;
-        ctx->cap_out = n_out;
+        ctx->logits_next = lg;
+        ctx->cap_next = n_out;
     }
     for (int32_t i = 0; i < n; i++) ctx->new_out[i] = -1;
-    bd_ctx_run_batch(ctx, mb, 1);
+    braid_status st = bd_ctx_run_batch(ctx, mb, 1, 1);
+    if (st != BRAID_OK) { /* cancelled: the batch's cells and blocks go back, the previous logits stay */
+        mem_batch_abort(ctx->mem, mb);
+        return st;
+    }
     mem_batch_commit(ctx->mem, mb);
     int32_t *tmp = ctx->out_of_row;
     ctx->out_of_row = ctx->new_out;
     ctx->new_out = tmp;
+    float *lt = ctx->logits;
+    ctx->logits = ctx->logits_next;
+    ctx->logits_next = lt;
+    const int32_t ct = ctx->cap_out;
+    ctx->cap_out = ctx->cap_next;
+    ctx->cap_next = ct;
     ctx->n_rows = n;
     ctx->n_out = n_out;
     bd_error_clear();

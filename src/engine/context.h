@@ -11,6 +11,7 @@
 #include "braid.h"
 #include "engine/model.h"
 #include "memory/memory.h"
+#include "models/arch.h"
 
 struct braid_context {
     const braid_model *model;
@@ -22,21 +23,26 @@ struct braid_context {
     void *scratch;
     const float *zero_state;   /* a zeroed recurrent block (never written) */
     int32_t *ub_seq, *ub_out, *ub_nvis; /* [n_batch] */
-    const int32_t **ub_cells;           /* [n_batch] per run */
-    const float **conv_in, **ssm_in;    /* [n_recr * n_batch] */
-    float **conv_out, **ssm_out, **conv_row, **ssm_row;
+    bd_fwd_run *ub_runs;                /* [n_batch] */
+    float **ub_snap;                    /* [n_batch] */
+    int64_t *conv_off, *ssm_off;        /* [n_recr] where each recurrent slot's states sit in a state block */
     braid_token *ub_tok;                /* [n_batch] */
     float *ub_embd;                     /* [n_batch][n_embd] */
-    /* last decode's outputs */
+    /* last decode's outputs; a decode writes into logits_next and swaps on success, so a cancelled or failed
+     * decode leaves the previous logits readable */
     float *logits;          /* [n_out][n_vocab] */
     int32_t n_out, cap_out;
+    float *logits_next;     /* [cap_next][n_vocab] */
+    int32_t cap_next;
     int32_t *out_of_row;    /* [cap_rows] batch row -> logits row, or -1 */
     int32_t *new_out;       /* [cap_rows] the same for the decode in progress */
     int32_t n_rows, cap_rows;
 };
 
-/* Runs every ubatch of a memory batch (a decode or a replay) through the forward pass. */
-void bd_ctx_run_batch(braid_context *ctx, mem_batch *b, int with_logits);
+/* Runs every ubatch of a memory batch (a decode or a replay) through the forward pass, logits (if asked) into
+ * ctx->logits_next. cancellable: the context's abort callback may stop it (BRAID_E_CANCELLED; the caller
+ * aborts the batch); a replay is not cancellable and cannot fail. */
+BRAID_NODISCARD braid_status bd_ctx_run_batch(braid_context *ctx, mem_batch *b, int with_logits, int cancellable);
 /* Brings stale K rows up to date (after position edits); before any forward pass. */
 BRAID_NODISCARD braid_status bd_ctx_rotate(braid_context *ctx);
 

@@ -22,7 +22,11 @@ static braid_status run_replay(braid_context *ctx, mem_batch *replay) {
         mem_batch_abort(ctx->mem, replay);
         return st;
     }
-    bd_ctx_run_batch(ctx, replay, 0);
+    st = bd_ctx_run_batch(ctx, replay, 0, 0); /* not cancellable: it cannot fail */
+    if (st != BRAID_OK) {
+        mem_batch_abort(ctx->mem, replay);
+        return st;
+    }
     mem_batch_commit(ctx->mem, replay);
     return BRAID_OK;
 }

@@ -34,41 +34,54 @@ typedef struct bd_mem_layout {
     int64_t n_ssm;          /* floats of one recurrent layer's SSM / delta-rule state */
 } bd_mem_layout;
 
-/* One ubatch as the forward pass sees it. Rows of one sequence are in order. */
+/* One ubatch as the forward pass sees it. Rows of one run (one sequence) are consecutive and in order. */
 typedef struct bd_fwd_batch {
     int32_t n;                  /* rows */
     const braid_token *token;   /* [n], or NULL when embd is given */
     const float *embd;          /* [n][n_embd], or NULL */
-    const braid_pos *pos;       /* [n][4] (components beyond n_pos_per_token are 0) */
-    const int32_t *seq;         /* [n] ubatch-local sequence slot, 0 .. n_seq-1 */
-    int32_t n_seq;
+    const braid_pos *pos;       /* [n][n_pos_per_token] */
+    const int32_t *seq;         /* [n] the run (bd_fwd_memory.runs) the row belongs to, 0 .. n_seq-1 */
+    int32_t n_seq;              /* runs */
     const int32_t *out;         /* [n] logits row index to write for this row, or -1 for none */
 } bd_fwd_batch;
 
-/* The memory of one ubatch, as plain pointers. */
+/* One run: consecutive rows of one sequence, with that sequence's memory. A sequence may have several runs in
+ * one ubatch (a later run continues from where the earlier one left its state). */
+typedef struct bd_fwd_run {
+    int32_t row0, n_rows;       /* rows [row0, row0 + n_rows) of the ubatch */
+    const int32_t *cells;       /* attention: the sequence's cells in order, this run's own included */
+    const float *state_in;      /* recurrent: the state block before row0 (zeros for a new sequence) */
+    float *state_out;           /* the block that receives the state after the run's last row (may be state_in) */
+} bd_fwd_run;
+
+/* The memory of one ubatch. */
 typedef struct bd_fwd_memory {
     /* attention: K and V rows per attention slot, cells [n_cells][n_embd_k] of kv_type (F32 or F16) */
     void *const *k;             /* [n_attn] */
     void *const *v;             /* [n_attn] */
     braid_type kv_type;
     const int32_t *dst_cell;    /* [n] the cell that receives row t's K/V, or -1 (a replay: already stored) */
-    const int32_t *const *seq_cells; /* [n_seq] cell ids of that sequence in order, including this ubatch's */
-    const int32_t *n_visible;   /* [n] row t attends to seq_cells[seq[t]][0 .. n_visible[t]) (itself last) */
-    /* recurrent: per (slot, sequence) pointers; index = r * n_seq + s. Input may equal output (in place). */
-    const float *const *conv_in;  /* state before the ubatch, [n_conv] */
-    const float *const *ssm_in;   /* [n_ssm] */
-    float *const *conv_out;       /* state after the ubatch */
-    float *const *ssm_out;
-    /* optional per-row snapshots (rollback buffer): index r * n + t, state after row t; NULL = not wanted */
-    float *const *conv_row;
-    float *const *ssm_row;
+    const int32_t *n_visible;   /* [n] row t attends to its run's cells[0 .. n_visible[t]) (itself last) */
+    /* recurrent: a state block holds every recurrent slot's conv and SSM state, at these float offsets */
+    const int64_t *conv_off;    /* [n_recr] */
+    const int64_t *ssm_off;     /* [n_recr] */
+    int32_t n_runs;
+    const bd_fwd_run *runs;     /* [n_runs] */
+    /* optional per-row snapshots (rollback buffer): snap[t] receives the block after row t, or is NULL;
+     * snap itself NULL: none wanted in this ubatch */
+    float *const *snap;
 } bd_fwd_memory;
 
-/* The forward pass's arena (sized by scratch_size for these numbers). */
+/* The forward pass's arena (sized by scratch_size for these numbers) and the caller's abort callback. */
 typedef struct bd_fwd_scratch {
     void *base;
     int32_t n_batch, n_ctx, n_threads;
+    int (*abort_cb)(void *user); /* NULL, or asked between layers: nonzero stops the pass (BRAID_E_CANCELLED) */
+    void *abort_user;
 } bd_fwd_scratch;
+
+/* Whether the caller asked to stop; a forward pass checks it once per layer. */
+static inline int bd_fwd_cancelled(const bd_fwd_scratch *sc) { return sc->abort_cb && sc->abort_cb(sc->abort_user); }
 
 typedef struct bd_arch {
     const char *name; /* general.architecture */
@@ -81,11 +94,13 @@ typedef struct bd_arch {
     void (*hparams_bytes)(const void *data, const void **bytes, size_t *len);
     /* Bytes of scratch for ubatches of up to n_batch rows, up to n_ctx visible cells, on n_threads threads. */
     size_t (*scratch_size)(const void *data, int32_t n_batch, int32_t n_ctx, int32_t n_threads);
-    /* Computes the ubatch: writes K/V rows to memory, recurrent states to the out buffers, logits rows
-     * (n_vocab floats each) to logits[out[t]]. Never allocates; never fails on validated input. */
-    void (*forward)(const void *data, const bd_fwd_scratch *scratch, bd_threadpool *tp, const bd_fwd_batch *b,
-                    const bd_fwd_memory *m, float *logits);
-    /* Re-rotates a K row stored for old positions so that it is rotated for new ones (context shift). */
+    /* Computes the ubatch: writes K/V rows to memory, recurrent states to the runs' out blocks, logits rows
+     * (n_vocab floats each) to logits[out[t]]. Never allocates; does not fail on validated input except
+     * BRAID_E_CANCELLED when scratch->abort_cb asks (the outputs are then partial: the caller discards them). */
+    braid_status (*forward)(const void *data, const bd_fwd_scratch *scratch, bd_threadpool *tp,
+                            const bd_fwd_batch *b, const bd_fwd_memory *m, float *logits);
+    /* Re-rotates a K row stored for old positions so that it is rotated for new ones (context shift); NULL for
+     * an architecture without RoPE (a shift changes nothing stored). */
     void (*rerotate_k)(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos);
 } bd_arch;
 

@@ -21,17 +21,19 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/arena.h"
 #include "base/status.h"
 #include "models/arch.h"
 #include "models/blocks.h"
-#include "tensor/ops.h"
-#include "tensor/tap.h"
+#include "models/layers.h"
 #include "models/loader.h"
 #include "models/moe.h"
 #include "models/qwen3next.h"
+#include "tensor/ops.h"
+#include "tensor/tap.h"
 #include "tensor/types.h"
 
-#define QW_MAX_ROT_PAIRS 512
+#define QW_MAX_ROT_PAIRS (BD_ROPE_MAX_ROT / 2)
 
 typedef enum qw_variant { QW_QWEN35, QW_QWEN35MOE, QW_QWEN3NEXT } qw_variant;
 static const char *const qw_arch_name[] = {"qwen35", "qwen35moe", "qwen3next"};
@@ -51,12 +53,7 @@ typedef struct qw_layer {
     int slot; /* index among attention layers or among recurrent layers */
     bd_weight attn_norm;  /* [n_embd] */
     bd_weight post_norm;  /* [n_embd] (pre-FFN norm) */
-    /* gated attention */
-    bd_weight wq;         /* [2*hd*nh][n_embd]: per head, hd query rows then hd gate rows */
-    bd_weight wk, wv;     /* [hd*nkv][n_embd] */
-    bd_weight bq, bk, bv; /* optional biases */
-    bd_weight wo;         /* [n_embd][hd*nh] */
-    bd_weight q_norm, k_norm; /* [hd] */
+    layer_attn attn;      /* gated attention: W_q rows per head are hd query rows then hd gate rows; q/k norms */
     /* Gated DeltaNet */
     bd_weight wqkv;       /* [conv_dim][n_embd] -> q ‖ k ‖ v (pre-conv) */
     bd_weight wgate;      /* [value_dim][n_embd] -> z */
@@ -70,9 +67,7 @@ typedef struct qw_layer {
     /* qwen3next GDN: ssm_in (legacy, instead of wqkv + wgate) [H_k][q S ‖ k S ‖ v rS ‖ z rS][n_embd];
      * ssm_ba (instead of wbeta, walpha) [H_k][b r ‖ a r][n_embd] */
     bd_weight ssm_in, ssm_ba;
-    /* SwiGLU FFN */
-    bd_weight ffn_gate, ffn_up; /* [n_ff][n_embd] */
-    bd_weight ffn_down;         /* [n_embd][n_ff] */
+    layer_ffn ffn;              /* SwiGLU */
     moe_weights moe;            /* qwen35moe, qwen3next: instead of the dense FFN */
 } qw_layer;
 
@@ -81,7 +76,8 @@ typedef struct qwen35 {
     qw_hparams hp;
     moe_hparams moe;     /* variants with a MoE FFN */
     int32_t n_pos;       /* position components per row in bd_fwd_batch.pos: 4 (M-RoPE) or 1 (qwen3next) */
-    uint8_t rope_comp[QW_MAX_ROT_PAIRS]; /* position component (0 t, 1 y, 2 x, 3 e) of each rotated pair */
+    bd_rope rope;          /* IMROPE with the sections (qwen3next: NEOX) */
+    layer_attn_shape ash;  /* the attention block's options */
     uint8_t *is_recr;                    /* [n_layer] */
     int32_t *attn_layer, *recr_layer;
     bd_weight tok_embd;    /* [n_vocab][n_embd] */
@@ -219,23 +215,20 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
     hp->conv_dim = 2 * hp->key_dim + hp->value_dim;
     if (m->variant != QW_QWEN35) BD_TRY(moe_load_hparams(l, hp->n_layer_all, hp->n_layer, hp->n_ff, &m->moe));
 
-    /* IMROPE (§1.6): which position component each rotated pair uses (qwen3next: all the only one, 0). */
-    const int32_t *s = hp->sections;
-    for (uint32_t k = 0; k < hp->n_rot / 2 && m->variant != QW_QWEN3NEXT; k++) {
-        int32_t sector = (int32_t)(k % (uint32_t)sect);
-        uint8_t c = 3;
-        if (sector % 3 == 1 && sector < 3 * s[1]) c = 1;
-        else if (sector % 3 == 2 && sector < 3 * s[2]) c = 2;
-        else if (sector % 3 == 0 && sector < 3 * s[0]) c = 0;
-        m->rope_comp[k] = c;
-    }
+    /* IMROPE (§1.6) over the sections, or qwen3next's NEOX (tensor/rope.c) */
+    m->rope = (bd_rope){.mode = m->variant == QW_QWEN3NEXT ? BD_ROPE_NEOX : BD_ROPE_IMROPE, .n_rot = (int)hp->n_rot,
+                        .freq_base = hp->freq_base, .freq_scale = hp->freq_scale, .attn_factor = 1.0f,
+                        .sections = {hp->sections[0], hp->sections[1], hp->sections[2], hp->sections[3]}};
+    m->ash = (layer_attn_shape){.n_head = (int32_t)hp->n_head, .n_head_kv = (int32_t)hp->n_head_kv,
+                                .head_dim = (int32_t)hp->head_dim, .gated = 1, .rope = &m->rope,
+                                .n_pos = m->n_pos, .eps = hp->eps};
     return BRAID_OK;
 }
 
 /* §1.4: every tensor with its exact shape; the file must hold exactly these (plus skipped MTP blocks). */
 static braid_status qw_bind(qwen35 *m, bd_loader *l) {
     const qw_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, V = hp->n_vocab, hd = hp->head_dim, nh = hp->n_head, nkv = hp->n_head_kv;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
     BD_TRY(bd_bind(l, "token_embd.weight", E, V, 0, 1, &m->tok_embd));
     BD_TRY(bd_bind(l, "output_norm.weight", E, 1, 1, 1, &m->output_norm));
     BD_TRY(bd_bind(l, "output.weight", E, V, 0, 0, &m->output));
@@ -246,31 +239,7 @@ static braid_status qw_bind(qwen35 *m, bd_loader *l) {
         BD_TRY(bd_bind_layer(l, il, "attn_norm.weight", E, 1, 1, 1, &L->attn_norm));
         BD_TRY(bd_bind_layer(l, il, "post_attention_norm.weight", E, 1, 1, 1, &L->post_norm));
         if (!L->recurrent) {
-            bd_weight fused;
-            BD_TRY(bd_bind_layer(l, il, "attn_qkv.weight", E, 2 * hd * nh + 2 * hd * nkv, 0, 0, &fused));
-            if (fused.data) { /* Q ‖ K ‖ V rows in one matrix: three row views */
-                L->wq = fused, L->wq.n_out = 2 * hd * nh;
-                L->wk = fused, L->wk.n_out = hd * nkv, L->wk.data = bd_weight_row(&fused, 2 * hd * nh);
-                L->wv = fused, L->wv.n_out = hd * nkv, L->wv.data = bd_weight_row(&fused, 2 * hd * nh + hd * nkv);
-                bd_weight fb;
-                BD_TRY(bd_bind_layer(l, il, "attn_qkv.bias", 2 * hd * nh + 2 * hd * nkv, 1, 1, 0, &fb));
-                if (fb.data) {
-                    const float *b = fb.data;
-                    L->bq = fb, L->bq.n_in = 2 * hd * nh;
-                    L->bk = fb, L->bk.n_in = hd * nkv, L->bk.data = b + 2 * hd * nh;
-                    L->bv = fb, L->bv.n_in = hd * nkv, L->bv.data = b + 2 * hd * nh + hd * nkv;
-                }
-            } else {
-                BD_TRY(bd_bind_layer(l, il, "attn_q.weight", E, 2 * hd * nh, 0, 1, &L->wq));
-                BD_TRY(bd_bind_layer(l, il, "attn_k.weight", E, hd * nkv, 0, 1, &L->wk));
-                BD_TRY(bd_bind_layer(l, il, "attn_v.weight", E, hd * nkv, 0, 1, &L->wv));
-                BD_TRY(bd_bind_layer(l, il, "attn_q.bias", 2 * hd * nh, 1, 1, 0, &L->bq));
-                BD_TRY(bd_bind_layer(l, il, "attn_k.bias", hd * nkv, 1, 1, 0, &L->bk));
-                BD_TRY(bd_bind_layer(l, il, "attn_v.bias", hd * nkv, 1, 1, 0, &L->bv));
-            }
-            BD_TRY(bd_bind_layer(l, il, "attn_output.weight", hd * nh, E, 0, 1, &L->wo));
-            BD_TRY(bd_bind_layer(l, il, "attn_q_norm.weight", hd, 1, 1, 1, &L->q_norm));
-            BD_TRY(bd_bind_layer(l, il, "attn_k_norm.weight", hd, 1, 1, 1, &L->k_norm));
+            BD_TRY(layer_attn_bind(l, (int)il, E, &m->ash, LAYER_QK_NORM_REQUIRED, LAYER_OUT_BIAS_NONE, &L->attn));
         } else if (m->variant == QW_QWEN3NEXT) {
             /* attn_qkv + attn_gate (current converter) or the legacy grouped ssm_in */
             BD_TRY(bd_bind_layer(l, il, "attn_qkv.weight", E, hp->conv_dim, 0, 0, &L->wqkv));
@@ -298,9 +267,7 @@ static braid_status qw_bind(qwen35 *m, bd_loader *l) {
             BD_TRY(moe_bind(l, (int)il, E, &m->moe, &L->moe));
             continue;
         }
-        BD_TRY(bd_bind_layer(l, il, "ffn_gate.weight", E, hp->n_ff, 0, 1, &L->ffn_gate));
-        BD_TRY(bd_bind_layer(l, il, "ffn_up.weight", E, hp->n_ff, 0, 1, &L->ffn_up));
-        BD_TRY(bd_bind_layer(l, il, "ffn_down.weight", hp->n_ff, E, 0, 1, &L->ffn_down));
+        BD_TRY(layer_ffn_bind(l, (int)il, E, hp->n_ff, 1, 0, &L->ffn));
     }
     return bd_loader_finish(l, (int)hp->n_layer);
 }
@@ -363,213 +330,85 @@ static void qw_hparams_bytes(const void *data, const void **bytes, size_t *len) 
 
 /* ---- scratch --------------------------------------------------------------------------------------------- */
 
-/* Every activation buffer of one ubatch of T rows, carved from one arena (sizes in floats). */
+/* Every activation buffer of one ubatch of T rows, carved from one arena. */
 typedef struct qw_scratch {
     float *x;      /* [T][n_embd] residual stream */
-    float *u;      /* [T][n_embd] normed input of a block */
-    float *qg;     /* [T][2*hd*nh] query ‖ gate per head; GDN: mixed [T][conv_dim] */
-    float *k, *v;  /* [T][hd*nkv]; GDN: z [T][value_dim] in k */
-    float *o;      /* [T][max(hd*nh, value_dim)] mixer output before its out-projection */
+    float *u;      /* [T][n_embd] normed input of a block; the mixer's output overwrites it */
+    layer_attn_scratch att; /* the attention block's buffers */
+    float *mixed;  /* [T][conv_dim] GDN q ‖ k ‖ v before the conv */
+    float *z;      /* [T][value_dim] */
+    float *o;      /* [T][value_dim] GDN output before ssm_out */
     float *ba;     /* [T][2*H_v] beta ‖ alpha */
     float *ff_g;   /* [T][n_ff] */
     float *ff_u;   /* [T][n_ff] */
     float *f;      /* [T][n_embd] FFN output */
-    float *delta;  /* [threads][S] per-thread temporary (silu(z) of one head) */
-    float *rope;   /* [T][n_rot/2][2] cos, sin per row */
+    float *delta;  /* [S] silu(z) of one head */
     float *y;      /* [T][conv_dim] conv output (GDN q ‖ k ‖ v) */
     float *pre;    /* qwen3next: [T][max(2*H_v, conv_dim + value_dim if ssm_in)] grouped projections before split */
     float *qk;     /* qwen3next with H_v > H_k: [T][2][value_dim] q ‖ k heads repeated per value head */
+    float **snap;  /* [2*T] a run's per-row snapshot pointers (layer_rs_view) */
     void *moe;     /* MoE FFN scratch (moe_scratch_size) */
-    const int32_t **vis; /* [T] the visible cells of each row (its sequence's cell list) */
     void *wbuf;    /* matmul activation conversion */
-    void *att;     /* bd_attention's scratch (scores per thread), att_bytes long */
-    size_t att_bytes;
 } qw_scratch;
 
 static size_t maxz(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Lays the arena out (base NULL: only measures). Returns the bytes used. */
-static size_t qw_carve(const qwen35 *m, char *base, int32_t T, int32_t n_ctx, int32_t n_threads, qw_scratch *s) {
+/* Lays the arena out (a->base NULL: only measures). */
+static void qw_carve(const qwen35 *m, bd_arena *a, int32_t T, int32_t n_ctx, int32_t n_threads, qw_scratch *s) {
     const qw_hparams *hp = &m->hp;
-    size_t off = 0;
-#define QW_TAKE(field, count)                                                                                     \
-    do {                                                                                                          \
-        s->field = base ? (float *)(base + off) : NULL;                                                           \
-        off += (((size_t)(count) * sizeof(float)) + 63) & ~(size_t)63;                                           \
-    } while (0)
-    const size_t tq = maxz(2u * hp->head_dim * hp->n_head, hp->conv_dim);
-    const size_t tk = maxz((size_t)hp->head_dim * hp->n_head_kv, hp->value_dim);
-    QW_TAKE(x, (size_t)T * hp->n_embd);
-    QW_TAKE(u, (size_t)T * hp->n_embd);
-    QW_TAKE(qg, (size_t)T * tq);
-    QW_TAKE(k, (size_t)T * tk);
-    QW_TAKE(v, (size_t)T * tk);
-    QW_TAKE(o, (size_t)T * maxz((size_t)hp->head_dim * hp->n_head, hp->value_dim));
-    QW_TAKE(ba, (size_t)T * 2 * hp->H_v);
-    QW_TAKE(ff_g, (size_t)T * hp->n_ff);
-    QW_TAKE(ff_u, (size_t)T * hp->n_ff);
-    QW_TAKE(f, (size_t)T * hp->n_embd);
-    QW_TAKE(delta, (size_t)hp->S * n_threads);
-    QW_TAKE(rope, (size_t)T * hp->n_rot);
-    QW_TAKE(y, (size_t)T * hp->conv_dim);
+    s->x = bd_arena_floats(a, (size_t)T * hp->n_embd);
+    s->u = bd_arena_floats(a, (size_t)T * hp->n_embd);
+    layer_attn_carve(a, &m->ash, T, n_ctx, n_threads, &s->att);
+    s->mixed = bd_arena_floats(a, (size_t)T * hp->conv_dim);
+    s->z = bd_arena_floats(a, (size_t)T * hp->value_dim);
+    s->o = bd_arena_floats(a, (size_t)T * hp->value_dim);
+    s->ba = bd_arena_floats(a, (size_t)T * 2 * hp->H_v);
+    s->ff_g = bd_arena_floats(a, (size_t)T * hp->n_ff);
+    s->ff_u = bd_arena_floats(a, (size_t)T * hp->n_ff);
+    s->f = bd_arena_floats(a, (size_t)T * hp->n_embd);
+    s->delta = bd_arena_floats(a, hp->S);
+    s->y = bd_arena_floats(a, (size_t)T * hp->conv_dim);
+    s->pre = s->qk = NULL;
     if (m->variant == QW_QWEN3NEXT) {
         int legacy = 0;
         for (uint32_t il = 0; il < hp->n_layer; il++) legacy |= m->layers[il].ssm_in.data != NULL;
-        QW_TAKE(pre, (size_t)T * maxz(2u * hp->H_v, legacy ? hp->conv_dim + hp->value_dim : 0));
-        if (hp->H_v != hp->H_k) QW_TAKE(qk, (size_t)T * 2 * hp->value_dim);
+        s->pre = bd_arena_floats(a, (size_t)T * maxz(2u * hp->H_v, legacy ? hp->conv_dim + hp->value_dim : 0));
+        if (hp->H_v != hp->H_k) s->qk = bd_arena_floats(a, (size_t)T * 2 * hp->value_dim);
     }
-    if (m->variant != QW_QWEN35) {
-        s->moe = base ? base + off : NULL;
-        off += (moe_scratch_size(&m->moe, hp->n_embd, T) + 63) & ~(size_t)63;
-    }
+    s->snap = bd_arena_take(a, (size_t)2 * T * sizeof(float *));
+    s->moe = m->variant != QW_QWEN35 ? bd_arena_take(a, moe_scratch_size(&m->moe, hp->n_embd, T)) : NULL;
     /* The largest activation conversion any matmul of this model needs. */
-    size_t w = 0;
-    const bd_weight *gl[] = {&m->output};
-    w = maxz(w, blk_matmul_wsize(gl[0]->type, gl[0]->n_in, T));
+    size_t w = blk_matmul_wsize(m->output.type, m->output.n_in, T);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const qw_layer *L = &m->layers[il];
-        const bd_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->wqkv, &L->wgate, &L->wbeta, &L->walpha,
-                                 &L->ssm_out, &L->ffn_gate, &L->ffn_up, &L->ffn_down, &L->ssm_in, &L->ssm_ba};
+        const bd_weight *ws[] = {&L->wqkv, &L->wgate, &L->wbeta, &L->walpha, &L->ssm_out, &L->ssm_in, &L->ssm_ba};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             if (ws[i]->data) w = maxz(w, blk_matmul_wsize(ws[i]->type, ws[i]->n_in, T));
+        w = maxz(w, layer_attn_wsize(&L->attn, T));
+        w = maxz(w, layer_ffn_wsize(&L->ffn, T));
         if (m->variant != QW_QWEN35) w = maxz(w, moe_wsize(&L->moe, T));
     }
-    s->wbuf = base ? base + off : NULL;
-    off += (w + 63) & ~(size_t)63;
-    s->vis = base ? (const int32_t **)(void *)(base + off) : NULL;
-    off += ((size_t)T * sizeof(int32_t *) + 63) & ~(size_t)63;
-    /* A row sees at most n_ctx cells (its sequence's cells, itself included). */
-    const bd_attn shape = {.n_head = (int)hp->n_head, .n_head_kv = (int)hp->n_head_kv, .head_dim = (int)hp->head_dim};
-    s->att_bytes = bd_attention_scratch_size(&shape, n_ctx, n_threads);
-    s->att = base ? base + off : NULL;
-    off += (s->att_bytes + 63) & ~(size_t)63;
-#undef QW_TAKE
-    return off;
+    s->wbuf = bd_arena_take(a, w);
 }
 
 static size_t qw_scratch_size(const void *data, int32_t n_batch, int32_t n_ctx, int32_t n_threads) {
     qw_scratch s;
-    return qw_carve(data, NULL, n_batch, n_ctx, n_threads, &s) + 64;
+    bd_arena a = bd_arena_at(NULL);
+    qw_carve(data, &a, n_batch, n_ctx, n_threads, &s);
+    return bd_arena_size(&a);
 }
 
 /* ---- the blocks of the forward pass ----------------------------------------------------------------------- */
 
-
-static void add_bias(float *y, const bd_weight *b, int32_t T) {
-    if (!b->data) return;
-    const float *bb = b->data;
-    for (int32_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < b->n_in; i++) y[(size_t)t * b->n_in + i] += bb[i];
-}
-
-/* cos/sin of every rotated pair for each row's 4 position components (§0.2, §1.6): θ is built by repeated
- * float multiplication from the position, as ggml does, and each pair takes the component IMROPE assigns. */
-static void qw_rope_cache(const qwen35 *m, const braid_pos *pos, int32_t T, float *cs) {
-    const qw_hparams *hp = &m->hp;
-    const float theta_scale = powf(hp->freq_base, -2.0f / (float)hp->n_rot);
-    for (int32_t t = 0; t < T; t++) {
-        float theta[4];
-        for (int c = 0; c < 4; c++) theta[c] = c < m->n_pos ? (float)pos[m->n_pos * t + c] : 0.0f;
-        float *row = cs + (size_t)t * hp->n_rot;
-        for (uint32_t k = 0; k < hp->n_rot / 2; k++) {
-            const float th = hp->freq_scale * theta[m->rope_comp[k]];
-            row[2 * k] = cosf(th);
-            row[2 * k + 1] = sinf(th);
-            for (int c = 0; c < 4; c++) theta[c] *= theta_scale;
-        }
-    }
-}
-
-/* NEOX pairing: (x[k], x[k + n_rot/2]) rotated by the pair's angle; dims >= n_rot untouched. */
-static void qw_rope_head(float *x, const float *cs, uint32_t n_rot) {
-    const uint32_t half = n_rot / 2;
-    for (uint32_t k = 0; k < half; k++) {
-        const float c = cs[2 * k], s = cs[2 * k + 1];
-        const float x0 = x[k], x1 = x[k + half];
-        /* ggml's rounding (its compiler fuses one product of each): x0·c − (x1·s), x0·s + (x1·c) */
-        x[k] = fmaf(x0, c, -(x1 * s));
-        x[k + half] = fmaf(x0, s, x1 * c);
-    }
-}
-
-static void kv_store(void *base, braid_type type, int32_t cell, int32_t n_embd, const float *src) {
-    if (type == BRAID_TYPE_F32) {
-        memcpy((float *)base + (size_t)cell * n_embd, src, (size_t)n_embd * sizeof(float));
-    } else {
-        uint16_t *d = (uint16_t *)base + (size_t)cell * n_embd;
-        for (int32_t i = 0; i < n_embd; i++) d[i] = bd_fp32_to_fp16(src[i]);
-    }
-}
-
-/* §1.6 gated full attention. u [T][n_embd] normed input -> s->o [T][hd*nh] gated heads, then W_o into out. */
-static void qw_attention(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
-                         const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
-    const qw_hparams *hp = &m->hp;
-    const int32_t T = b->n, hd = (int32_t)hp->head_dim, nh = (int32_t)hp->n_head, nkv = (int32_t)hp->n_head_kv;
-    const int32_t n_kv = hd * nkv;
-    void *kc = mem->k[L->slot], *vc = mem->v[L->slot];
-
-    /* q‖gate [T][nh][q hd ‖ gate hd], k and v [T][nkv][hd]: one dispatch */
-    blk_matmul_multi(tp, (const bd_weight *[]){&L->wq, &L->wk, &L->wv}, (float *[]){s->qg, s->k, s->v}, 3, s->u, T,
-                     s->wbuf);
-    add_bias(s->qg, &L->bq, T);
-    add_bias(s->k, &L->bk, T);
-    add_bias(s->v, &L->bv, T);
-    bd_tap("Vcur", (int)(L - m->layers), s->v, n_kv, T, n_kv);
-
-    qw_rope_cache(m, b->pos, T, s->rope);
-    for (int32_t t = 0; t < T; t++) {
-        const float *cs = s->rope + (size_t)t * hp->n_rot;
-        for (int32_t h = 0; h < nh; h++) {
-            float *q = s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd;
-            bd_rmsnorm(q, q, L->q_norm.data, hd, hp->eps);
-            qw_rope_head(q, cs, hp->n_rot);
-        }
-        for (int32_t j = 0; j < nkv; j++) {
-            float *k = s->k + (size_t)t * n_kv + (size_t)j * hd;
-            bd_rmsnorm(k, k, L->k_norm.data, hd, hp->eps);
-            qw_rope_head(k, cs, hp->n_rot);
-        }
-        /* The cache holds post-norm, post-RoPE K and raw V. */
-        bd_tap("Qcur", (int)(L - m->layers), s->qg + (size_t)t * 2 * hd * nh, hd, nh, 2 * hd);
-        bd_tap("Kcur", (int)(L - m->layers), s->k + (size_t)t * n_kv, n_kv, 1, n_kv);
-        if (mem->dst_cell[t] < 0) continue; /* a replay: the cell already holds this row's K/V */
-        kv_store(kc, mem->kv_type, mem->dst_cell[t], n_kv, s->k + (size_t)t * n_kv);
-        kv_store(vc, mem->kv_type, mem->dst_cell[t], n_kv, s->v + (size_t)t * n_kv);
-    }
-
-    /* o_h = softmax(scale · q_h·K_jᵀ over the visible cells) · V_j (tensor/ops.h bd_attention), then gated
-     * by sigmoid(gate_h). */
-    const size_t esz = mem->kv_type == BRAID_TYPE_F32 ? sizeof(float) : sizeof(uint16_t);
-    const bd_attn a = {.n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 1.0f / sqrtf((float)hd),
-                       .kv_type = (uint32_t)mem->kv_type, .k = kc, .v = vc, .k_cell_bytes = (size_t)n_kv * esz,
-                       .v_cell_bytes = (size_t)n_kv * esz, .k_head_bytes = (size_t)hd * esz,
-                       .v_head_bytes = (size_t)hd * esz};
-    for (int32_t t = 0; t < T; t++) s->vis[t] = mem->seq_cells[b->seq[t]];
-    braid_status st = bd_attention(tp, &a, T, s->qg, 2 * hd * nh, 2 * hd, (const int32_t *const *)s->vis,
-                                   mem->n_visible, s->o, hd * nh, s->att, s->att_bytes);
-    assert(st == BRAID_OK); /* shapes validated at load, scratch sized by qw_carve */
-    (void)st;
-    bd_tap("attn_pregate", (int)(L - m->layers), s->o, (int64_t)hd * nh, T, (int64_t)hd * nh);
-    for (int32_t t = 0; t < T; t++)
-        for (int32_t h = 0; h < nh; h++) {
-            float *o = s->o + (size_t)t * hd * nh + (size_t)h * hd;
-            bd_mul_sigmoid(o, o, s->qg + (size_t)t * 2 * hd * nh + (size_t)h * 2 * hd + hd, hd);
-        }
-    bd_tap("attn_gated", (int)(L - m->layers), s->o, (int64_t)hd * nh, T, (int64_t)hd * nh);
-    blk_matmul(tp, &L->wo, s->o, T, out, s->wbuf);
-    bd_tap("attn_output", (int)(L - m->layers), out, hp->n_embd, T, hp->n_embd);
-}
-
-/* §1.7 Gated DeltaNet. u [T][n_embd] normed input -> out [T][n_embd]; states of each sequence advance in
- * row order (rows of one sequence are in order in the ubatch). */
+/* §1.7 Gated DeltaNet. u [T][n_embd] normed input -> out [T][n_embd] (may equal u); each run's states advance
+ * in row order from the run's state_in to its state_out. */
 static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s, bd_threadpool *tp,
                               const bd_fwd_batch *b, const bd_fwd_memory *mem, float *out) {
     const qw_hparams *hp = &m->hp;
+    const int il = (int)(L - m->layers);
     const int32_t T = b->n, S = (int32_t)hp->S, Hv = (int32_t)hp->H_v, Hk = (int32_t)hp->H_k;
     const int32_t C = (int32_t)hp->conv_dim, KD = (int32_t)hp->key_dim, W = (int32_t)hp->d_conv - 1;
-    float *mixed = s->qg; /* [T][conv_dim] q ‖ k ‖ v before the conv */
-    float *z = s->k;      /* [T][value_dim] */
+    float *mixed = s->mixed, *z = s->z;
     float *beta = s->ba, *alpha = s->ba + (size_t)T * Hv; /* [T][H_v] each */
 
     const int grp = Hv / Hk; /* value heads per key head */
@@ -593,8 +432,8 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         }
     }
 
-    bd_tap("linear_attn_qkv_mixed", (int)(L - m->layers), mixed, C, T, C);
-    bd_tap("z", (int)(L - m->layers), z, hp->value_dim, T, hp->value_dim);
+    bd_tap("linear_attn_qkv_mixed", il, mixed, C, T, C);
+    bd_tap("z", il, z, hp->value_dim, T, hp->value_dim);
     /* β = sigmoid(b); g = softplus(a + dt_bias) ⊙ A (A < 0, so g <= 0) */
     const float *A = L->ssm_a.data, *dt_bias = L->dt_bias.data;
     bd_sigmoid(beta, beta, (int64_t)T * Hv);
@@ -604,54 +443,38 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
         bd_softplus(at, at, Hv);
         bd_mul(at, at, A, Hv);
     }
-    bd_tap("beta_sigmoid", (int)(L - m->layers), beta, Hv, T, Hv);
-    bd_tap("gate", (int)(L - m->layers), alpha, Hv, T, Hv);
+    bd_tap("beta_sigmoid", il, beta, Hv, T, Hv);
+    bd_tap("gate", il, alpha, Hv, T, Hv);
 
-    /* Each sequence's states start from its committed ones: its first run below reads them from there
-     * (bd_conv1d_causal_from, bd_gdn_from) rather than copying them first; a sequence without rows here (none
-     * in practice) still gets its conv state carried over. */
-    const size_t n_conv = (size_t)W * C;
-    for (int32_t q = 0; q < b->n_seq; q++) {
-        const size_t r = (size_t)L->slot * b->n_seq + q;
-        int has_rows = 0;
-        for (int32_t t = 0; t < T && !has_rows; t++) has_rows = b->seq[t] == q;
-        if (!has_rows && mem->conv_out[r] != mem->conv_in[r])
-            memcpy(mem->conv_out[r], mem->conv_in[r], n_conv * sizeof(float));
-    }
-
-    /* One run of consecutive rows of a sequence at a time: the causal depthwise conv over the sequence's
-     * window (state ‖ inputs) then SiLU (bd_conv1d_causal), q and k L2-normed per head, then the delta rule
-     * (bd_gdn). */
+    /* One run at a time: the causal depthwise conv over the sequence's window (state ‖ inputs) then SiLU
+     * (bd_conv1d_causal_from), q and k L2-normed per head, then the delta rule (bd_gdn_from). Both read the
+     * run's state where the memory keeps it and leave the new one in the run's out block: no copy first. */
     const float *cw = L->conv1d.data;
-    for (int32_t t0 = 0; t0 < T;) {
-        int32_t t1 = t0 + 1;
-        while (t1 < T && b->seq[t1] == b->seq[t0]) t1++;
-        const size_t r = (size_t)L->slot * b->n_seq + b->seq[t0];
+    for (int32_t k = 0; k < mem->n_runs; k++) {
+        const bd_fwd_run *run = &mem->runs[k];
+        const int32_t t0 = run->row0, n = run->n_rows;
+        layer_rs rs;
+        layer_rs_view(mem, run, L->slot, s->snap, &rs);
         float *y0 = s->y + (size_t)t0 * C;
-        int first = 1; /* the sequence's first run in this ubatch starts from its committed states */
-        for (int32_t t = 0; t < t0 && first; t++) first = b->seq[t] != b->seq[t0];
-        bd_conv1d_causal_from(tp, y0, C, mixed + (size_t)t0 * C, C, first ? mem->conv_in[r] : mem->conv_out[r],
-                              mem->conv_out[r], cw, NULL, C, W + 1, t1 - t0, 1,
-                              mem->conv_row ? mem->conv_row + (size_t)L->slot * T + t0 : NULL);
-        bd_tap("conv_output_silu", (int)(L - m->layers), y0, C, t1 - t0, C);
-        for (int32_t t = t0; t < t1; t++)
+        bd_conv1d_causal_from(tp, y0, C, mixed + (size_t)t0 * C, C, rs.conv_in, rs.conv_out, cw, NULL, C, W + 1, n,
+                              1, rs.conv_snap);
+        bd_tap("conv_output_silu", il, y0, C, n, C);
+        for (int32_t t = t0; t < t0 + n; t++)
             bd_l2norm_rows(NULL, s->y + (size_t)t * C, S, s->y + (size_t)t * C, S, S, 2 * Hk, hp->eps);
-        bd_tap("q_conv_predelta", (int)(L - m->layers), y0, KD, t1 - t0, C);
-        bd_tap("k_conv_predelta", (int)(L - m->layers), y0 + KD, KD, t1 - t0, C);
-        const float *q = y0, *k = y0 + KD;
+        bd_tap("q_conv_predelta", il, y0, KD, n, C);
+        bd_tap("k_conv_predelta", il, y0 + KD, KD, n, C);
+        const float *q = y0, *kk = y0 + KD;
         int64_t ldqk = C, hk = Hk;
         if (m->variant == QW_QWEN3NEXT && Hv != Hk) { /* value head h reads key head h / r: repeat, then 1:1 */
-            q3n_repeat_qk(y0, C, t1 - t0, S, Hk, grp, s->qk);
-            q = s->qk, k = s->qk + hp->value_dim, ldqk = 2 * (int64_t)hp->value_dim, hk = Hv;
+            q3n_repeat_qk(y0, C, n, S, Hk, grp, s->qk);
+            q = s->qk, kk = s->qk + hp->value_dim, ldqk = 2 * (int64_t)hp->value_dim, hk = Hv;
         }
-        bd_gdn_from(tp, t1 - t0, (int)hk, Hv, S, q, ldqk, k, ldqk, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
-                    beta + (size_t)t0 * Hv, first ? mem->ssm_in[r] : mem->ssm_out[r], mem->ssm_out[r],
-                    s->o + (size_t)t0 * hp->value_dim, hp->value_dim,
-                    mem->ssm_row ? mem->ssm_row + (size_t)L->slot * T + t0 : NULL);
-        t0 = t1;
+        bd_gdn_from(tp, n, (int)hk, Hv, S, q, ldqk, kk, ldqk, y0 + 2 * KD, C, alpha + (size_t)t0 * Hv,
+                    beta + (size_t)t0 * Hv, rs.ssm_in, rs.ssm_out, s->o + (size_t)t0 * hp->value_dim, hp->value_dim,
+                    rs.ssm_snap);
     }
 
-    bd_tap("attn_output", (int)(L - m->layers), s->o, hp->value_dim, T, hp->value_dim);
+    bd_tap("attn_output", il, s->o, hp->value_dim, T, hp->value_dim);
     /* Gated RMSNorm per head: normalize, weight, times silu(z). */
     for (int32_t t = 0; t < T; t++) {
         const float *zt = z + (size_t)t * hp->value_dim;
@@ -663,32 +486,21 @@ static void qw_gated_deltanet(const qwen35 *m, const qw_layer *L, qw_scratch *s,
             bd_mul(oh, oh, s->delta, S);
         }
     }
-    bd_tap("final_output", (int)(L - m->layers), s->o, hp->value_dim, T, hp->value_dim);
+    bd_tap("final_output", il, s->o, hp->value_dim, T, hp->value_dim);
     blk_matmul(tp, &L->ssm_out, s->o, T, out, s->wbuf);
-    bd_tap("linear_attn_out", (int)(L - m->layers), out, hp->n_embd, T, hp->n_embd);
-}
-
-/* §1.8 SwiGLU: W_down · (silu(W_gate·u) ⊙ W_up·u). */
-static void qw_ffn(const qw_layer *L, int il, qw_scratch *s, bd_threadpool *tp, int32_t T, float *out) {
-    const int64_t n_ff = L->ffn_gate.n_out;
-    blk_matmul_multi(tp, (const bd_weight *[]){&L->ffn_gate, &L->ffn_up}, (float *[]){s->ff_g, s->ff_u}, 2, s->u, T,
-                     s->wbuf);
-    bd_tap("ffn_gate", il, s->ff_g, n_ff, T, n_ff);
-    bd_tap("ffn_up", il, s->ff_u, n_ff, T, n_ff);
-    bd_swiglu_rows(tp, s->ff_g, n_ff, s->ff_g, n_ff, s->ff_u, n_ff, n_ff, T);
-    bd_tap("ffn_swiglu", il, s->ff_g, n_ff, T, n_ff);
-    blk_matmul(tp, &L->ffn_down, s->ff_g, T, out, s->wbuf);
+    bd_tap("linear_attn_out", il, out, hp->n_embd, T, hp->n_embd);
 }
 
 /* ---- the forward pass (§1.5) ------------------------------------------------------------------------------ */
 
-static void qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool *tp, const bd_fwd_batch *b,
-                       const bd_fwd_memory *mem, float *logits) {
+static braid_status qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool *tp, const bd_fwd_batch *b,
+                               const bd_fwd_memory *mem, float *logits) {
     const qwen35 *m = data;
     const qw_hparams *hp = &m->hp;
     const int32_t T = b->n, E = (int32_t)hp->n_embd;
     qw_scratch s;
-    qw_carve(m, (char *)(((uintptr_t)sc->base + 63) & ~(uintptr_t)63), sc->n_batch, sc->n_ctx, sc->n_threads, &s);
+    bd_arena a = bd_arena_at(sc->base);
+    qw_carve(m, &a, sc->n_batch, sc->n_ctx, sc->n_threads, &s);
     assert(T <= sc->n_batch && bd_threadpool_size(tp) <= sc->n_threads);
 
     /* x = token_embd[tokens] or the given embedding rows */
@@ -698,6 +510,7 @@ static void qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool
     }
 
     for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (bd_fwd_cancelled(sc)) return bd_error(BRAID_E_CANCELLED, "decode cancelled by the abort callback");
         const qw_layer *L = &m->layers[il];
         /* h = x + Mixer(RMSNorm(x)) */
         for (int32_t t = 0; t < T; t++)
@@ -705,14 +518,14 @@ static void qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool
         bd_tap("attn_norm", (int)il, s.u, E, T, E);
         float *mix = s.u; /* mixer output overwrites u after the projections have consumed it */
         if (L->recurrent) qw_gated_deltanet(m, L, &s, tp, b, mem, mix);
-        else qw_attention(m, L, &s, tp, b, mem, mix);
+        else layer_attention(tp, &L->attn, &m->ash, &s.att, s.wbuf, b, mem, L->slot, (int)il, s.u, mix);
         for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += mix[i];
         bd_tap("attn_residual", (int)il, s.x, E, T, E);
         /* x = h + FFN(RMSNorm(h)) */
         for (int32_t t = 0; t < T; t++)
             bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->post_norm.data, E, hp->eps);
         bd_tap("attn_post_norm", (int)il, s.u, E, T, E);
-        if (m->variant == QW_QWEN35) qw_ffn(L, (int)il, &s, tp, T, s.f);
+        if (m->variant == QW_QWEN35) layer_ffn_swiglu(tp, &L->ffn, s.u, T, s.f, s.ff_g, s.ff_u, s.wbuf, (int)il);
         else moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf, (int)il);
         bd_tap("ffn_out", (int)il, s.f, E, T, E);
         for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += s.f[i];
@@ -728,58 +541,34 @@ static void qw_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool
         n_out++;
     }
     if (n_out) blk_matmul(tp, &m->output, s.u, n_out, logits + (size_t)first * hp->n_vocab, s.wbuf);
+    return BRAID_OK;
 }
 
 static void qw_rerotate_k(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos) {
     const qwen35 *m = data;
-    const qw_hparams *hp = &m->hp;
     /* Rotation composes: R(new) = R(new − old)·R(old), per component. */
     braid_pos d[4];
     for (int c = 0; c < 4; c++) d[c] = new_pos[c] - old_pos[c];
-    float cs[2 * QW_MAX_ROT_PAIRS];
-    qw_rope_cache(m, d, 1, cs);
-    for (uint32_t j = 0; j < hp->n_head_kv; j++) qw_rope_head(k_row + (size_t)j * hp->head_dim, cs, hp->n_rot);
+    float cs[BD_ROPE_MAX_ROT];
+    bd_rope_cache(&m->rope, d, m->n_pos, cs);
+    bd_rope_apply(&m->rope, cs, k_row, m->hp.n_head_kv, m->hp.head_dim);
 }
 
-static braid_status qw_load_qwen35(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+static braid_status bd_arch_qwen35_load(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
     return qw_load(f, n_vocab, QW_QWEN35, data, layout);
 }
-static braid_status qw_load_qwen35moe(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+static braid_status bd_arch_qwen35moe_load(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
     return qw_load(f, n_vocab, QW_QWEN35MOE, data, layout);
 }
-static braid_status qw_load_qwen3next(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+static braid_status bd_arch_qwen3next_load(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
     return qw_load(f, n_vocab, QW_QWEN3NEXT, data, layout);
 }
 
-const bd_arch bd_arch_qwen35 = {
-    .name = "qwen35",
-    .load = qw_load_qwen35,
-    .free_data = qw_free,
-    .n_embd = qw_n_embd,
-    .hparams_bytes = qw_hparams_bytes,
-    .scratch_size = qw_scratch_size,
-    .forward = qw_forward,
-    .rerotate_k = qw_rerotate_k,
-};
-
-const bd_arch bd_arch_qwen35moe = {
-    .name = "qwen35moe",
-    .load = qw_load_qwen35moe,
-    .free_data = qw_free,
-    .n_embd = qw_n_embd,
-    .hparams_bytes = qw_hparams_bytes,
-    .scratch_size = qw_scratch_size,
-    .forward = qw_forward,
-    .rerotate_k = qw_rerotate_k,
-};
-
-const bd_arch bd_arch_qwen3next = {
-    .name = "qwen3next",
-    .load = qw_load_qwen3next,
-    .free_data = qw_free,
-    .n_embd = qw_n_embd,
-    .hparams_bytes = qw_hparams_bytes,
-    .scratch_size = qw_scratch_size,
-    .forward = qw_forward,
-    .rerotate_k = qw_rerotate_k,
-};
+/* One family, three names: only the loader's variant differs. */
+#define QW_ARCH(sym, arch_name)                                                                                   \
+    const bd_arch sym = {.name = arch_name, .load = sym##_load, .free_data = qw_free, .n_embd = qw_n_embd,         \
+                         .hparams_bytes = qw_hparams_bytes, .scratch_size = qw_scratch_size, .forward = qw_forward, \
+                         .rerotate_k = qw_rerotate_k}
+QW_ARCH(bd_arch_qwen35, "qwen35");
+QW_ARCH(bd_arch_qwen35moe, "qwen35moe");
+QW_ARCH(bd_arch_qwen3next, "qwen3next");

@@ -67,6 +67,13 @@ void bd_softplus(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = x[i] > 20.0f ? x[i] : logf(1.0f + expf(x[i]));
 }
 
+void bd_relu_sqr(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float r = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = r * r;
+    }
+}
+
 void bd_add(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }

@@ -36,6 +36,7 @@ void bd_l2norm_rows(bd_threadpool *tp, float *y, int64_t ldy, const float *x, in
 void bd_silu(float *y, const float *x, int64_t n);     /* x / (1 + e^-x) */
 void bd_sigmoid(float *y, const float *x, int64_t n);  /* 1 / (1 + e^-x) */
 void bd_softplus(float *y, const float *x, int64_t n); /* x > 20 ? x : log(1 + e^x) */
+void bd_relu_sqr(float *y, const float *x, int64_t n); /* max(x, 0)² (nemotron_h's MLP: ggml relu then sqr) */
 /* y = softmax(x) over n elements (max subtracted, Σ in double). */
 void bd_softmax(float *y, const float *x, int64_t n);
 /* y = silu(g) ⊙ u (SwiGLU; also the gated norm's o ⊙ silu(z) with g = z, u = o). */

@@ -27,9 +27,9 @@ typedef struct fwd {
     braid_pos *pos4;                    /* [n_batch][4] */
     float *embd;                        /* [n_batch][E] */
     int32_t *seq, *out, *nvis;          /* [n_batch] */
-    const int32_t **cells;              /* [n_batch] per run */
-    const float **conv_in, **ssm_in;    /* [n_recr * n_batch] */
-    float **conv_out, **ssm_out, **conv_row, **ssm_row;
+    bd_fwd_run *runs;                   /* [n_batch] */
+    float **snap;                       /* [n_batch] */
+    int64_t *conv_off, *ssm_off;        /* [n_recr] */
     float *logits;                      /* [n_batch][V] logits of the ubatch */
     float *row_logits;                  /* [n_batch][V] logits by caller batch row */
     uint8_t *has_logits;                /* [n_batch] */
@@ -52,16 +52,17 @@ static int fwd_init(fwd *f, const braid_model *model, mem *m, int32_t n_batch) {
     const bd_mem_layout *ly = &model->layout;
     memset(f, 0, sizeof *f);
     f->model = model, f->m = m, f->n_batch = n_batch, f->V = model->n_vocab, f->E = model->n_embd;
-    size_t nb = (size_t)n_batch, nr = (size_t)(ly->n_recr ? ly->n_recr : 1) * nb;
+    size_t nb = (size_t)n_batch;
     f->scratch = malloc(model->arch->scratch_size(model->arch_data, n_batch, (int32_t)mem_kv_n_cells(m), 1));
     f->k = calloc((size_t)ly->n_attn + 1, sizeof *f->k), f->v = calloc((size_t)ly->n_attn + 1, sizeof *f->v);
     for (int32_t a = 0; a < ly->n_attn; a++) f->k[a] = mem_kv_k(m, (uint32_t)a), f->v[a] = mem_kv_v(m, (uint32_t)a);
     f->pos4 = calloc(nb * 4, sizeof *f->pos4), f->embd = calloc(nb * (size_t)f->E, sizeof *f->embd);
     f->seq = calloc(nb, sizeof *f->seq), f->out = calloc(nb, sizeof *f->out), f->nvis = calloc(nb, sizeof *f->nvis);
-    f->cells = calloc(nb, sizeof *f->cells);
-    f->conv_in = calloc(nr, sizeof *f->conv_in), f->ssm_in = calloc(nr, sizeof *f->ssm_in);
-    f->conv_out = calloc(nr, sizeof *f->conv_out), f->ssm_out = calloc(nr, sizeof *f->ssm_out);
-    f->conv_row = calloc(nr, sizeof *f->conv_row), f->ssm_row = calloc(nr, sizeof *f->ssm_row);
+    f->runs = calloc(nb, sizeof *f->runs), f->snap = calloc(nb, sizeof *f->snap);
+    f->conv_off = calloc((size_t)ly->n_recr + 1, sizeof *f->conv_off);
+    f->ssm_off = calloc((size_t)ly->n_recr + 1, sizeof *f->ssm_off);
+    for (int32_t r = 0; r < ly->n_recr; r++)
+        f->conv_off[r] = (int64_t)mem_rs_conv_off(m, (uint32_t)r), f->ssm_off[r] = (int64_t)mem_rs_ssm_off(m, (uint32_t)r);
     f->logits = calloc(nb * (size_t)f->V, sizeof *f->logits), f->row_logits = calloc(nb * (size_t)f->V, sizeof(float));
     f->has_logits = calloc(nb, 1);
     return f->scratch && f->k && f->embd && f->logits && f->row_logits && f->has_logits;
@@ -69,8 +70,8 @@ static int fwd_init(fwd *f, const braid_model *model, mem *m, int32_t n_batch) {
 
 static void fwd_free(fwd *f) {
     free(f->scratch), free(f->k), free(f->v), free(f->pos4), free(f->embd), free(f->seq), free(f->out), free(f->nvis);
-    free(f->cells), free(f->conv_in), free(f->ssm_in), free(f->conv_out), free(f->ssm_out), free(f->conv_row);
-    free(f->ssm_row), free(f->logits), free(f->row_logits), free(f->has_logits);
+    free(f->runs), free(f->snap), free(f->conv_off), free(f->ssm_off);
+    free(f->logits), free(f->row_logits), free(f->has_logits);
 }
 
 static braid_status fwd_rotate(void *user, mem *m, int32_t cell, const braid_pos *from, const braid_pos *to) {
@@ -96,31 +97,22 @@ static void fwd_ubatch(fwd *f, const mem_ubatch *ub) {
         f->out[t] = ub->logits[t] ? n_out++ : -1;
         f->nvis[t] = ub->idx[t] + 1;
         any_snap |= ub->rs_snap[t] != NULL;
+        f->snap[t] = ub->rs_snap[t];
     }
     for (int32_t k = 0; k < ub->n_runs; k++) {
         const mem_run *ru = &ub->runs[k];
-        f->cells[k] = ru->kv_cells;
         for (int32_t j = 0; j < ru->n_rows; j++) f->seq[ru->row0 + j] = k;
-        for (int32_t r = 0; r < ly->n_recr; r++) {
-            size_t i = (size_t)r * ub->n_runs + k, co = mem_rs_conv_off(f->m, (uint32_t)r), so = mem_rs_ssm_off(f->m, (uint32_t)r);
-            f->conv_in[i] = ru->rs_src + co, f->ssm_in[i] = ru->rs_src + so;
-            f->conv_out[i] = ru->rs_dst + co, f->ssm_out[i] = ru->rs_dst + so;
-        }
+        f->runs[k] = (bd_fwd_run){.row0 = ru->row0, .n_rows = ru->n_rows, .cells = ru->kv_cells,
+                                  .state_in = ru->rs_src, .state_out = ru->rs_dst};
     }
-    for (int32_t r = 0; r < ly->n_recr; r++)
-        for (int32_t t = 0; t < n; t++) {
-            float *snap = ub->rs_snap[t];
-            f->conv_row[(size_t)r * n + t] = snap ? snap + mem_rs_conv_off(f->m, (uint32_t)r) : NULL;
-            f->ssm_row[(size_t)r * n + t] = snap ? snap + mem_rs_ssm_off(f->m, (uint32_t)r) : NULL;
-        }
     bd_fwd_batch b = {.n = n, .token = ub->embd[0] ? NULL : ub->token, .embd = ub->embd[0] ? f->embd : NULL,
                       .pos = f->pos4, .seq = f->seq, .n_seq = ub->n_runs, .out = f->out};
     bd_fwd_memory fm = {.k = f->k, .v = f->v, .kv_type = mem_kv_type(f->m), .dst_cell = ub->kv_write,
-                        .seq_cells = f->cells, .n_visible = f->nvis, .conv_in = f->conv_in, .ssm_in = f->ssm_in,
-                        .conv_out = f->conv_out, .ssm_out = f->ssm_out, .conv_row = any_snap ? f->conv_row : NULL,
-                        .ssm_row = any_snap ? f->ssm_row : NULL};
-    const bd_fwd_scratch sc = {f->scratch, f->n_batch, (int32_t)mem_kv_n_cells(f->m), 1};
-    f->model->arch->forward(f->model->arch_data, &sc, NULL, &b, &fm, f->logits);
+                        .n_visible = f->nvis, .conv_off = f->conv_off, .ssm_off = f->ssm_off,
+                        .n_runs = ub->n_runs, .runs = f->runs, .snap = any_snap ? f->snap : NULL};
+    const bd_fwd_scratch sc = {f->scratch, f->n_batch, (int32_t)mem_kv_n_cells(f->m), 1, NULL, NULL};
+    braid_status st = f->model->arch->forward(f->model->arch_data, &sc, NULL, &b, &fm, f->logits);
+    CHECK(st == BRAID_OK, "forward: %s", braid_last_error());
     for (int32_t t = 0; t < n; t++)
         if (f->out[t] >= 0 && ub->batch_row[t] >= 0) {
             memcpy(f->row_logits + (size_t)ub->batch_row[t] * f->V, f->logits + (size_t)f->out[t] * f->V, (size_t)f->V * sizeof(float));

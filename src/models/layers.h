@@ -1,0 +1,110 @@
+/* layers.h — the pieces architectures assemble their forward pass from (architectures.md §0.2): the attention
+ * block in its variants (plain or gated output, with or without RoPE and per-head Q/K norm, optional biases),
+ * the dense FFNs (SwiGLU, ReLU²), storing K/V rows, adding a bias, and walking a ubatch's runs for the
+ * recurrent layers. An architecture file keeps only its hyperparameters, its tensor names and its layer order.
+ *
+ * Every block works on T rows [T][width] in buffers the architecture carved from its arena (base/arena.h);
+ * scratch structs say which. Results are the same for any thread count, as the kernels below them promise. */
+#ifndef BRAID_MODELS_LAYERS_H
+#define BRAID_MODELS_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "base/threadpool.h"
+#include "braid.h"
+#include "models/arch.h"
+#include "models/blocks.h"
+#include "models/loader.h"
+#include "tensor/ops.h"
+
+/* y[t][i] += b[i] for T rows of b->n_in floats; nothing when the bias is absent (b->data NULL). */
+void layer_add_bias(float *y, const bd_weight *b, int32_t T);
+/* Writes one K or V row (n floats) into cell `cell` of a cache of type F32 or F16 (rounded as ggml does). */
+void layer_kv_store(void *cache, braid_type type, int32_t cell, int32_t n, const float *src);
+
+/* ---- attention (§0.2; gated: §1.6) ---------------------------------------------------------------------- */
+
+typedef struct layer_attn_shape {
+    int32_t n_head, n_head_kv, head_dim;
+    int gated;             /* W_q rows are [n_head][q head_dim ‖ gate head_dim]; o_h *= sigmoid(gate_h) */
+    const bd_rope *rope;   /* NULL: no positional encoding (NoPE) */
+    int32_t n_pos;         /* position components per row in bd_fwd_batch.pos */
+    float eps;             /* of the per-head Q/K RMSNorm */
+    float scale;           /* of q·k (0: 1/sqrt(head_dim)) */
+} layer_attn_shape;
+
+typedef struct layer_attn {
+    bd_weight wq, wk, wv;     /* [q rows][n_embd], [hd*nkv][n_embd] x 2 */
+    bd_weight bq, bk, bv;     /* optional biases */
+    bd_weight wo, bo;         /* [n_embd][hd*nh]; bo optional */
+    bd_weight q_norm, k_norm; /* optional [hd] per-head RMSNorm weights */
+} layer_attn;
+
+/* How layer_attn_bind treats the optional tensors. */
+enum { LAYER_QK_NORM_NONE = 0, LAYER_QK_NORM_REQUIRED = 1 };
+enum { LAYER_OUT_BIAS_NONE = 0, LAYER_OUT_BIAS_OPTIONAL = 1, LAYER_OUT_BIAS_IGNORED = 2 };
+
+/* Binds layer il's attention tensors: attn_q/k/v (or one fused attn_qkv, Q‖K‖V rows, with an optional
+ * attn_qkv.bias) with optional attn_{q,k,v}.bias, attn_output, attn_q_norm/attn_k_norm as qk_norm says, and
+ * attn_output.bias as out_bias says (IGNORED: bound so the file is accepted, never added, as llama.cpp does
+ * for falcon-h1). */
+BRAID_NODISCARD braid_status layer_attn_bind(bd_loader *l, int il, int64_t n_embd, const layer_attn_shape *sh,
+                                             int qk_norm, int out_bias, layer_attn *w);
+
+typedef struct layer_attn_scratch {
+    float *q;      /* [T][q rows] query (‖ gate per head) */
+    float *k, *v;  /* [T][hd*nkv] */
+    float *o;      /* [T][hd*nh] heads before W_o */
+    float *rope;   /* [T][n_rot] cos, sin per pair */
+    const int32_t **vis; /* [T] visible cells of each row */
+    void *att;     /* bd_attention's scratch */
+    size_t att_bytes;
+} layer_attn_scratch;
+
+/* Takes the scratch for ubatches of T rows seeing up to n_ctx cells on n_threads threads. */
+void layer_attn_carve(bd_arena *a, const layer_attn_shape *sh, int32_t T, int32_t n_ctx, int32_t n_threads,
+                      layer_attn_scratch *s);
+/* Bytes of matmul work buffer the block's projections need for T rows. */
+size_t layer_attn_wsize(const layer_attn *w, int32_t T);
+
+/* u [T][n_embd] (normed input) -> out [T][n_embd] (may equal u: u is read by the first projections only); K/V rows of the batch go to attention
+ * slot `slot` of the memory. il is the layer index for taps. */
+void layer_attention(bd_threadpool *tp, const layer_attn *w, const layer_attn_shape *sh, layer_attn_scratch *s,
+                     void *wbuf, const bd_fwd_batch *b, const bd_fwd_memory *mem, int slot, int il, const float *u,
+                     float *out);
+
+/* ---- dense FFNs ----------------------------------------------------------------------------------------- */
+
+typedef struct layer_ffn {
+    bd_weight gate, up, down;       /* gate absent for ReLU² */
+    bd_weight b_gate, b_up, b_down; /* optional biases */
+} layer_ffn;
+
+/* Binds ffn_gate (if gated), ffn_up, ffn_down with n_ff hidden rows, and (biases != 0) their optional
+ * biases; an architecture whose llama.cpp loader has no FFN biases passes 0, so a file with them is refused. */
+BRAID_NODISCARD braid_status layer_ffn_bind(bd_loader *l, int il, int64_t n_embd, int64_t n_ff, int gated,
+                                            int biases, layer_ffn *w);
+size_t layer_ffn_wsize(const layer_ffn *w, int32_t T);
+/* SwiGLU: out = W_down·(silu(W_gate·u + b) ⊙ (W_up·u + b)) + b. g, up: [T][n_ff] scratch. */
+void layer_ffn_swiglu(bd_threadpool *tp, const layer_ffn *w, const float *u, int32_t T, float *out, float *g,
+                      float *up, void *wbuf, int il);
+/* ReLU²: out = W_down·(relu(W_up·u + b))² + b. h: [T][n_ff] scratch. */
+void layer_ffn_relu2(bd_threadpool *tp, const layer_ffn *w, const float *u, int32_t T, float *out, float *h,
+                     void *wbuf, int il);
+
+/* ---- recurrent layers: one run at a time ---------------------------------------------------------------- */
+
+/* Recurrent slot `slot`'s view of one run: where its states come from and go, and the per-row snapshot
+ * pointers (NULL entries: no snapshot for that row; the arrays NULL: none in this ubatch). */
+typedef struct layer_rs {
+    const float *conv_in, *ssm_in;
+    float *conv_out, *ssm_out;
+    float *const *conv_snap, *const *ssm_snap;
+} layer_rs;
+
+/* Fills *v for run r and slot `slot`; snapbuf has room for 2 * r->n_rows pointers (from the arena). */
+void layer_rs_view(const bd_fwd_memory *m, const bd_fwd_run *r, int slot, float **snapbuf, layer_rs *v);
+
+#endif
