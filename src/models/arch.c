@@ -8,6 +8,8 @@ static const bd_arch *const archs[] = {
     &bd_arch_qwen35,
     &bd_arch_qwen35moe,
     &bd_arch_qwen3next,
+    &bd_arch_mamba2,
+    &bd_arch_nemotron_h,
 };
 
 const bd_arch *bd_arch_find(const char *name, size_t len) {

@@ -24,6 +24,27 @@ void layer_kv_store(void *cache, braid_type type, int32_t cell, int32_t n, const
     for (int32_t i = 0; i < n; i++) d[i] = bd_fp32_to_fp16(src[i]);
 }
 
+void layer_embed(const bd_fwd_batch *b, const bd_weight *tok_embd, int32_t E, float *x) {
+    for (int32_t t = 0; t < b->n; t++) {
+        if (b->embd) memcpy(x + (size_t)t * E, b->embd + (size_t)t * E, (size_t)E * sizeof(float));
+        else blk_get_row(tok_embd, b->token[t], x + (size_t)t * E);
+    }
+}
+
+int32_t layer_logits(bd_threadpool *tp, const bd_fwd_batch *b, const bd_weight *norm, const bd_weight *w_out,
+                     float eps, const float *x, int32_t E, float *u, void *wbuf, float *logits) {
+    /* gathered in their output order, which is consecutive */
+    int32_t n_out = 0, first = -1;
+    for (int32_t t = 0; t < b->n; t++) {
+        if (b->out[t] < 0) continue;
+        if (first < 0) first = b->out[t];
+        bd_rmsnorm(u + (size_t)n_out * E, x + (size_t)t * E, norm->data, E, eps);
+        n_out++;
+    }
+    if (n_out) blk_matmul(tp, w_out, u, n_out, logits + (size_t)first * w_out->n_out, wbuf);
+    return n_out;
+}
+
 /* ---- attention ------------------------------------------------------------------------------------------- */
 
 static int64_t q_rows(const layer_attn_shape *sh) {

@@ -24,6 +24,13 @@ void layer_add_bias(float *y, const bd_weight *b, int32_t T);
 /* Writes one K or V row (n floats) into cell `cell` of a cache of type F32 or F16 (rounded as ggml does). */
 void layer_kv_store(void *cache, braid_type type, int32_t cell, int32_t n, const float *src);
 
+/* x [T][n_embd] = token_embd rows of the batch's tokens, or its embedding rows. */
+void layer_embed(const bd_fwd_batch *b, const bd_weight *tok_embd, int32_t n_embd, float *x);
+/* logits = W_out · RMSNorm(x; norm) for the rows that asked (b->out[t] >= 0, consecutive indices), written to
+ * logits[out[t]] (n_vocab = W_out rows each); u: [T][n_embd] scratch. Returns the number of rows written. */
+int32_t layer_logits(bd_threadpool *tp, const bd_fwd_batch *b, const bd_weight *norm, const bd_weight *w_out,
+                     float eps, const float *x, int32_t n_embd, float *u, void *wbuf, float *logits);
+
 /* ---- attention (§0.2; gated: §1.6) ---------------------------------------------------------------------- */
 
 typedef struct layer_attn_shape {
@@ -106,5 +113,54 @@ typedef struct layer_rs {
 
 /* Fills *v for run r and slot `slot`; snapbuf has room for 2 * r->n_rows pointers (from the arena). */
 void layer_rs_view(const bd_fwd_memory *m, const bd_fwd_run *r, int slot, float **snapbuf, layer_rs *v);
+
+/* ---- the Mamba2 mixer (§2.1; layer_mamba2.c) ------------------------------------------------------------ */
+
+typedef struct layer_mamba2_shape {
+    int32_t d_conv, d_inner, N, H, G; /* ssm.conv_kernel, inner_size, state_size, time_step_rank, group_count */
+    float eps;                        /* of the grouped RMSNorm */
+} layer_mamba2_shape;
+
+typedef struct layer_mamba2 {
+    bd_weight in;      /* [2*d_inner + 2*G*N + H][n_embd] -> z ‖ xBC ‖ dt */
+    bd_weight conv;    /* [conv_dim][d_conv] F32 */
+    bd_weight conv_b;  /* [conv_dim] */
+    bd_weight dt_b;    /* [H] */
+    bd_weight a;       /* [H] A = -exp(A_log) */
+    bd_weight d;       /* [H] skip */
+    bd_weight norm;    /* [G][d_inner/G] grouped RMSNorm weight; may be absent (falcon-h1) */
+    bd_weight out;     /* [n_embd][d_inner] */
+} layer_mamba2;
+
+/* Reads the five ssm.* keys (all required) into *sh (eps is left to the caller). */
+BRAID_NODISCARD braid_status layer_mamba2_keys(const bd_loader *l, layer_mamba2_shape *sh);
+/* Checks the shape's constraints (BRAID_E_FORMAT naming the arch on a violation). */
+BRAID_NODISCARD braid_status layer_mamba2_check(const char *arch, const layer_mamba2_shape *sh);
+static inline int64_t layer_mamba2_conv_dim(const layer_mamba2_shape *sh) {
+    return (int64_t)sh->d_inner + 2 * (int64_t)sh->G * sh->N;
+}
+/* Floats of one sequence's conv state (rm[conv_dim][d_conv-1]) and SSM state (rm[H][P][N]). */
+static inline int64_t layer_mamba2_n_conv(const layer_mamba2_shape *sh) {
+    return (int64_t)(sh->d_conv - 1) * layer_mamba2_conv_dim(sh);
+}
+static inline int64_t layer_mamba2_n_ssm(const layer_mamba2_shape *sh) { return (int64_t)sh->N * sh->d_inner; }
+/* Binds layer il's ssm_* tensors; norm_required 0: ssm_norm.weight optional. */
+BRAID_NODISCARD braid_status layer_mamba2_bind(bd_loader *l, int il, int64_t n_embd, const layer_mamba2_shape *sh,
+                                               int norm_required, layer_mamba2 *w);
+
+typedef struct layer_mamba2_scratch {
+    float *zx;    /* [T][d_in_proj] z ‖ xBC ‖ dt */
+    float *xbc;   /* [T][conv_dim] after conv, bias, silu */
+    float *y;     /* [T][d_inner] */
+    float **snap; /* [2*T] a run's snapshot pointers */
+} layer_mamba2_scratch;
+
+void layer_mamba2_carve(bd_arena *a, const layer_mamba2_shape *sh, int32_t T, layer_mamba2_scratch *s);
+size_t layer_mamba2_wsize(const layer_mamba2 *w, int32_t T);
+/* u [T][n_embd] -> out [T][n_embd] (may equal u); each run's conv and SSM states of recurrent slot `slot`
+ * advance from the run's state_in block to its state_out block. */
+void layer_mamba2_mix(bd_threadpool *tp, const layer_mamba2 *w, const layer_mamba2_shape *sh, layer_mamba2_scratch *s,
+                  void *wbuf, const bd_fwd_batch *b, const bd_fwd_memory *mem, int slot, int il, const float *u,
+                  float *out);
 
 #endif

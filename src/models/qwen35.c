@@ -503,11 +503,7 @@ static braid_status qw_forward(const void *data, const bd_fwd_scratch *sc, bd_th
     qw_carve(m, &a, sc->n_batch, sc->n_ctx, sc->n_threads, &s);
     assert(T <= sc->n_batch && bd_threadpool_size(tp) <= sc->n_threads);
 
-    /* x = token_embd[tokens] or the given embedding rows */
-    for (int32_t t = 0; t < T; t++) {
-        if (b->embd) memcpy(s.x + (size_t)t * E, b->embd + (size_t)t * E, (size_t)E * sizeof(float));
-        else blk_get_row(&m->tok_embd, b->token[t], s.x + (size_t)t * E);
-    }
+    layer_embed(b, &m->tok_embd, E, s.x); /* x = token_embd[tokens] or the given embedding rows */
 
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         if (bd_fwd_cancelled(sc)) return bd_error(BRAID_E_CANCELLED, "decode cancelled by the abort callback");
@@ -532,15 +528,8 @@ static braid_status qw_forward(const void *data, const bd_fwd_scratch *sc, bd_th
         bd_tap("l_out", (int)il, s.x, E, T, E);
     }
 
-    /* logits = W_out · RMSNorm(x) for the rows that asked, gathered in their output order (consecutive). */
-    int32_t n_out = 0, first = -1;
-    for (int32_t t = 0; t < T; t++) {
-        if (b->out[t] < 0) continue;
-        if (first < 0) first = b->out[t];
-        bd_rmsnorm(s.u + (size_t)n_out * E, s.x + (size_t)t * E, m->output_norm.data, E, hp->eps);
-        n_out++;
-    }
-    if (n_out) blk_matmul(tp, &m->output, s.u, n_out, logits + (size_t)first * hp->n_vocab, s.wbuf);
+    /* logits = W_out · RMSNorm(x) for the rows that asked */
+    layer_logits(tp, b, &m->output_norm, &m->output, hp->eps, s.x, E, s.u, s.wbuf, logits);
     return BRAID_OK;
 }
 

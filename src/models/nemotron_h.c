@@ -1,0 +1,261 @@
+/* nemotron_h.c — NVIDIA Nemotron-H (architectures.md §2.3): three kinds of layer, each behind an RMSNorm with a
+ * residual, told apart by the per-layer arrays (head_count_kv, feed_forward_length):
+ *
+ *     Mamba2 mixer        n_head_kv == 0 && n_ff == 0     (layers.h layer_mamba2)
+ *     attention           n_head_kv  > 0 && n_ff == 0     (plain GQA: no RoPE, no Q/K norm, optional biases)
+ *     MLP                 n_ff > 0                        (W_down·relu(W_up·x)², optional biases)
+ *
+ *     x = token_embd[tokens]; for each layer: x = x + Block(RMSNorm(x; attn_norm))
+ *     logits = W_out · RMSNorm(x; output_norm)
+ *
+ * Mamba2 layers keep a recurrent state, attention layers K/V rows, MLP layers nothing. Without RoPE a K row
+ * does not depend on its position, so a context shift re-rotates nothing (rerotate_k NULL). */
+#include <assert.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/arena.h"
+#include "base/status.h"
+#include "models/arch.h"
+#include "models/layers.h"
+#include "models/loader.h"
+#include "tensor/ops.h"
+#include "tensor/tap.h"
+
+enum { NH_MAMBA = 0, NH_ATTN = 1, NH_MLP = 2 };
+
+typedef struct nh_hparams {
+    uint32_t n_ctx_train, n_embd, n_layer, n_vocab;
+    uint32_t n_head, n_head_kv, head_dim, n_ff_max;
+    float eps;
+    layer_mamba2_shape ssm;
+} nh_hparams;
+
+typedef struct nh_layer {
+    int kind;            /* NH_* */
+    int slot;            /* among attention or among recurrent layers */
+    bd_weight attn_norm; /* [n_embd] */
+    layer_mamba2 mixer;
+    layer_attn attn;
+    layer_ffn ffn;       /* up, down (+ biases) */
+} nh_layer;
+
+typedef struct nemotron_h {
+    nh_hparams hp;
+    layer_attn_shape ash;
+    uint8_t *kinds;        /* [n_layer], for the fingerprint */
+    int32_t *attn_layer, *recr_layer;
+    bd_weight tok_embd, output_norm, output;
+    nh_layer *layers;      /* [n_layer] */
+    uint8_t *fp_bytes;     /* hparams ‖ kinds */
+    size_t fp_len;
+} nemotron_h;
+
+static void nh_free(void *data) {
+    nemotron_h *m = data;
+    if (!m) return;
+    bd_free(m->kinds);
+    bd_free(m->attn_layer);
+    bd_free(m->recr_layer);
+    bd_free(m->layers);
+    bd_free(m->fp_bytes);
+    bd_free(m);
+}
+
+static braid_status nh_load_hparams(nemotron_h *m, bd_loader *l) {
+    nh_hparams *hp = &m->hp;
+    BD_TRY(bd_key_u32(l, "context_length", 1, &hp->n_ctx_train));
+    BD_TRY(bd_key_u32(l, "embedding_length", 1, &hp->n_embd));
+    BD_TRY(bd_key_u32(l, "block_count", 1, &hp->n_layer));
+    if (hp->n_layer == 0 || hp->n_layer > 4096)
+        return bd_error(BRAID_E_FORMAT, "nemotron_h: bad block_count %u", hp->n_layer);
+    if (hp->n_embd == 0 || hp->n_embd > (1u << 20)) return bd_error(BRAID_E_FORMAT, "nemotron_h: bad embedding_length");
+    /* RMSNorms use layer_norm_rms_epsilon when present, else the required layer_norm_epsilon */
+    BD_TRY(bd_key_f32(l, "attention.layer_norm_epsilon", 1, &hp->eps));
+    BD_TRY(bd_key_f32(l, "attention.layer_norm_rms_epsilon", 0, &hp->eps));
+    BD_TRY(layer_mamba2_keys(l, &hp->ssm));
+    hp->ssm.eps = hp->eps;
+    BD_TRY(layer_mamba2_check("nemotron_h", &hp->ssm));
+
+    const uint32_t L = hp->n_layer;
+    uint32_t *ff = bd_calloc(L, sizeof *ff), *kv = bd_calloc(L, sizeof *kv), *nh = bd_calloc(L, sizeof *nh);
+    m->kinds = bd_calloc(L, 1);
+    braid_status st = ff && kv && nh && m->kinds ? BRAID_OK : bd_error(BRAID_E_NOMEM, "nemotron_h: out of memory");
+    int found;
+    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "feed_forward_length", L, 0, ff, &found);
+    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "attention.head_count_kv", L, 0, kv, &found);
+    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "attention.head_count", L, 0, nh, &found);
+    for (uint32_t i = 0; st == BRAID_OK && i < L; i++) {
+        m->kinds[i] = ff[i] > 0 ? NH_MLP : kv[i] > 0 ? NH_ATTN : NH_MAMBA;
+        if (ff[i] > hp->n_ff_max) hp->n_ff_max = ff[i];
+        if (m->kinds[i] != NH_ATTN) continue;
+        /* braid's K/V rows are one width: every attention layer must agree */
+        if (hp->n_head_kv && (kv[i] != hp->n_head_kv || nh[i] != hp->n_head))
+            st = bd_error(BRAID_E_UNSUPPORTED, "nemotron_h: attention layers differ in heads (%u/%u vs %u/%u)",
+                          nh[i], kv[i], hp->n_head, hp->n_head_kv);
+        hp->n_head = nh[i], hp->n_head_kv = kv[i];
+    }
+    bd_free(ff), bd_free(kv), bd_free(nh);
+    BD_TRY(st);
+    if (hp->n_ff_max > (1u << 24)) return bd_error(BRAID_E_FORMAT, "nemotron_h: feed_forward_length out of range");
+    if (hp->n_head_kv) {
+        if (hp->n_head == 0 || hp->n_head > 4096 || hp->n_head % hp->n_head_kv)
+            return bd_error(BRAID_E_FORMAT, "nemotron_h: attention heads %u must be a multiple of kv heads %u",
+                            hp->n_head, hp->n_head_kv);
+        hp->head_dim = hp->n_embd / hp->n_head;
+        BD_TRY(bd_key_u32(l, "attention.key_length", 0, &hp->head_dim));
+        uint32_t vlen = hp->head_dim;
+        BD_TRY(bd_key_u32(l, "attention.value_length", 0, &vlen));
+        if (hp->head_dim == 0 || hp->head_dim > 4096 || vlen != hp->head_dim)
+            return bd_error(BRAID_E_UNSUPPORTED, "nemotron_h: key_length %u / value_length %u", hp->head_dim, vlen);
+    }
+    m->ash = (layer_attn_shape){.n_head = (int32_t)hp->n_head, .n_head_kv = (int32_t)hp->n_head_kv,
+                                .head_dim = (int32_t)hp->head_dim, .n_pos = 1, .eps = hp->eps};
+    return BRAID_OK;
+}
+
+static braid_status nh_bind(nemotron_h *m, bd_loader *l, const uint32_t *ff) {
+    const nh_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    BD_TRY(bd_bind(l, "token_embd.weight", E, V, 0, 1, &m->tok_embd));
+    BD_TRY(bd_bind(l, "output_norm.weight", E, 1, 1, 1, &m->output_norm));
+    BD_TRY(bd_bind(l, "output.weight", E, V, 0, 0, &m->output));
+    if (!m->output.data) m->output = m->tok_embd; /* tied */
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        nh_layer *L = &m->layers[il];
+        L->kind = m->kinds[il];
+        BD_TRY(bd_bind_layer(l, (int)il, "attn_norm.weight", E, 1, 1, 1, &L->attn_norm));
+        if (L->kind == NH_MAMBA) BD_TRY(layer_mamba2_bind(l, (int)il, E, &hp->ssm, 1, &L->mixer));
+        else if (L->kind == NH_ATTN)
+            BD_TRY(layer_attn_bind(l, (int)il, E, &m->ash, LAYER_QK_NORM_NONE, LAYER_OUT_BIAS_OPTIONAL, &L->attn));
+        else BD_TRY(layer_ffn_bind(l, (int)il, E, ff[il], 0, 1, &L->ffn));
+    }
+    return bd_loader_finish(l, (int)hp->n_layer);
+}
+
+static braid_status nh_load(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    nemotron_h *m = bd_calloc(1, sizeof *m);
+    if (!m) return bd_error(BRAID_E_NOMEM, "nemotron_h: out of memory");
+    bd_loader l;
+    uint32_t *ff = NULL;
+    braid_status st = bd_loader_init(&l, f, "nemotron_h");
+    if (st == BRAID_OK) st = nh_load_hparams(m, &l);
+    if (st == BRAID_OK && n_vocab <= 0) st = bd_error(BRAID_E_FORMAT, "nemotron_h: the vocabulary is empty");
+    const nh_hparams *hp = &m->hp;
+    if (st == BRAID_OK) {
+        int found;
+        m->hp.n_vocab = (uint32_t)n_vocab;
+        m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
+        m->attn_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
+        m->recr_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
+        m->fp_len = sizeof m->hp + hp->n_layer;
+        m->fp_bytes = bd_malloc(m->fp_len);
+        ff = bd_calloc(hp->n_layer, sizeof *ff);
+        if (!m->layers || !m->attn_layer || !m->recr_layer || !m->fp_bytes || !ff)
+            st = bd_error(BRAID_E_NOMEM, "nemotron_h: out of memory");
+        if (st == BRAID_OK) st = bd_key_u32_per_layer(&l, "feed_forward_length", hp->n_layer, 0, ff, &found);
+    }
+    if (st == BRAID_OK) st = nh_bind(m, &l, ff);
+    bd_free(ff);
+    bd_loader_free(&l);
+    if (st != BRAID_OK) {
+        nh_free(m);
+        return st;
+    }
+    memset(layout, 0, sizeof *layout);
+    layout->n_layer = (int32_t)hp->n_layer;
+    layout->n_pos_per_token = 1;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        nh_layer *L = &m->layers[il];
+        if (L->kind == NH_MAMBA) L->slot = layout->n_recr, m->recr_layer[layout->n_recr++] = (int32_t)il;
+        else if (L->kind == NH_ATTN) L->slot = layout->n_attn, m->attn_layer[layout->n_attn++] = (int32_t)il;
+    }
+    layout->attn_layer = m->attn_layer;
+    layout->recr_layer = m->recr_layer;
+    layout->n_embd_k = (int32_t)(hp->head_dim * hp->n_head_kv);
+    layout->n_embd_v = layout->n_embd_k;
+    layout->n_conv = layer_mamba2_n_conv(&hp->ssm);
+    layout->n_ssm = layer_mamba2_n_ssm(&hp->ssm);
+    memcpy(m->fp_bytes, &m->hp, sizeof m->hp);
+    memcpy(m->fp_bytes + sizeof m->hp, m->kinds, hp->n_layer);
+    *data = m;
+    return BRAID_OK;
+}
+
+static int32_t nh_n_embd(const void *data) { return (int32_t)((const nemotron_h *)data)->hp.n_embd; }
+
+static void nh_hparams_bytes(const void *data, const void **bytes, size_t *len) {
+    const nemotron_h *m = data;
+    *bytes = m->fp_bytes;
+    *len = m->fp_len;
+}
+
+typedef struct nh_scratch {
+    float *x, *u;  /* [T][n_embd] residual stream, normed input / block output */
+    float *h;      /* [T][n_ff_max] MLP hidden */
+    layer_mamba2_scratch mix;
+    layer_attn_scratch att;
+    void *wbuf;
+} nh_scratch;
+
+static void nh_carve(const nemotron_h *m, bd_arena *a, int32_t T, int32_t n_ctx, int32_t n_threads, nh_scratch *s) {
+    const nh_hparams *hp = &m->hp;
+    s->x = bd_arena_floats(a, (size_t)T * hp->n_embd);
+    s->u = bd_arena_floats(a, (size_t)T * hp->n_embd);
+    s->h = bd_arena_floats(a, (size_t)T * hp->n_ff_max);
+    layer_mamba2_carve(a, &hp->ssm, T, &s->mix);
+    layer_attn_carve(a, &m->ash, T, n_ctx, n_threads, &s->att);
+    size_t w = blk_matmul_wsize(m->output.type, m->output.n_in, T);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const nh_layer *L = &m->layers[il];
+        const size_t lw = L->kind == NH_MAMBA ? layer_mamba2_wsize(&L->mixer, T)
+                          : L->kind == NH_ATTN ? layer_attn_wsize(&L->attn, T) : layer_ffn_wsize(&L->ffn, T);
+        if (lw > w) w = lw;
+    }
+    s->wbuf = bd_arena_take(a, w);
+}
+
+static size_t nh_scratch_size(const void *data, int32_t n_batch, int32_t n_ctx, int32_t n_threads) {
+    nh_scratch s;
+    bd_arena a = bd_arena_at(NULL);
+    nh_carve(data, &a, n_batch, n_ctx, n_threads, &s);
+    return bd_arena_size(&a);
+}
+
+static braid_status nh_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool *tp, const bd_fwd_batch *b,
+                               const bd_fwd_memory *mem, float *logits) {
+    const nemotron_h *m = data;
+    const nh_hparams *hp = &m->hp;
+    const int32_t T = b->n, E = (int32_t)hp->n_embd;
+    nh_scratch s;
+    bd_arena a = bd_arena_at(sc->base);
+    nh_carve(m, &a, sc->n_batch, sc->n_ctx, sc->n_threads, &s);
+    assert(T <= sc->n_batch);
+
+    layer_embed(b, &m->tok_embd, E, s.x);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (bd_fwd_cancelled(sc)) return bd_error(BRAID_E_CANCELLED, "decode cancelled by the abort callback");
+        const nh_layer *L = &m->layers[il];
+        for (int32_t t = 0; t < T; t++)
+            bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->attn_norm.data, E, hp->eps);
+        bd_tap("attn_norm", (int)il, s.u, E, T, E);
+        if (L->kind == NH_MAMBA) layer_mamba2_mix(tp, &L->mixer, &hp->ssm, &s.mix, s.wbuf, b, mem, L->slot, (int)il, s.u, s.u);
+        else if (L->kind == NH_ATTN) layer_attention(tp, &L->attn, &m->ash, &s.att, s.wbuf, b, mem, L->slot, (int)il, s.u, s.u);
+        else layer_ffn_relu2(tp, &L->ffn, s.u, T, s.u, s.h, s.wbuf, (int)il);
+        bd_add(s.x, s.x, s.u, (int64_t)T * E);
+        bd_tap("l_out", (int)il, s.x, E, T, E);
+    }
+    layer_logits(tp, b, &m->output_norm, &m->output, hp->eps, s.x, E, s.u, s.wbuf, logits);
+    return BRAID_OK;
+}
+
+const bd_arch bd_arch_nemotron_h = {
+    .name = "nemotron_h",
+    .load = nh_load,
+    .free_data = nh_free,
+    .n_embd = nh_n_embd,
+    .hparams_bytes = nh_hparams_bytes,
+    .scratch_size = nh_scratch_size,
+    .forward = nh_forward,
+    .rerotate_k = NULL, /* NoPE */
+};
