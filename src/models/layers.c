@@ -8,6 +8,16 @@
 #include "tensor/tap.h"
 #include "tensor/types.h"
 
+braid_status layer_base_keys(const bd_loader *l, uint32_t *n_ctx_train, uint32_t *n_embd, uint32_t *n_layer) {
+    BD_TRY(bd_key_u32(l, "context_length", 1, n_ctx_train));
+    BD_TRY(bd_key_u32(l, "embedding_length", 1, n_embd));
+    BD_TRY(bd_key_u32(l, "block_count", 1, n_layer));
+    if (*n_layer == 0 || *n_layer > 4096) return bd_error(BRAID_E_FORMAT, "%sblock_count %u is out of range", l->arch, *n_layer);
+    if (*n_embd == 0 || *n_embd > (1u << 20))
+        return bd_error(BRAID_E_FORMAT, "%sembedding_length %u is out of range", l->arch, *n_embd);
+    return BRAID_OK;
+}
+
 void layer_add_bias(float *y, const bd_weight *b, int32_t T) {
     if (!b->data) return;
     const float *bb = b->data;

@@ -19,6 +19,11 @@
 #include "models/loader.h"
 #include "tensor/ops.h"
 
+/* The base keys of every architecture (architectures.md §0.3): context_length, embedding_length and
+ * block_count, required and range-checked (BRAID_E_FORMAT naming l's architecture). */
+BRAID_NODISCARD braid_status layer_base_keys(const bd_loader *l, uint32_t *n_ctx_train, uint32_t *n_embd,
+                                             uint32_t *n_layer);
+
 /* y[t][i] += b[i] for T rows of b->n_in floats; nothing when the bias is absent (b->data NULL). */
 void layer_add_bias(float *y, const bd_weight *b, int32_t T);
 /* Writes one K or V row (n floats) into cell `cell` of a cache of type F32 or F16 (rounded as ggml does). */

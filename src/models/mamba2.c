@@ -50,11 +50,7 @@ static void m2_free(void *data) {
 
 static braid_status m2_load_hparams(mamba2 *m, bd_loader *l) {
     m2_hparams *hp = &m->hp;
-    BD_TRY(bd_key_u32(l, "context_length", 1, &hp->n_ctx_train));
-    BD_TRY(bd_key_u32(l, "embedding_length", 1, &hp->n_embd));
-    BD_TRY(bd_key_u32(l, "block_count", 1, &hp->n_layer));
-    if (hp->n_layer == 0 || hp->n_layer > 4096) return bd_error(BRAID_E_FORMAT, "mamba2: bad block_count %u", hp->n_layer);
-    if (hp->n_embd == 0 || hp->n_embd > (1u << 20)) return bd_error(BRAID_E_FORMAT, "mamba2: bad embedding_length");
+    BD_TRY(layer_base_keys(l, &hp->n_ctx_train, &hp->n_embd, &hp->n_layer));
     BD_TRY(bd_key_f32(l, "attention.layer_norm_rms_epsilon", 1, &hp->eps));
     BD_TRY(layer_mamba2_keys(l, &hp->ssm));
     hp->ssm.eps = hp->eps;

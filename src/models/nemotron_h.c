@@ -64,12 +64,7 @@ static void nh_free(void *data) {
 
 static braid_status nh_load_hparams(nemotron_h *m, bd_loader *l) {
     nh_hparams *hp = &m->hp;
-    BD_TRY(bd_key_u32(l, "context_length", 1, &hp->n_ctx_train));
-    BD_TRY(bd_key_u32(l, "embedding_length", 1, &hp->n_embd));
-    BD_TRY(bd_key_u32(l, "block_count", 1, &hp->n_layer));
-    if (hp->n_layer == 0 || hp->n_layer > 4096)
-        return bd_error(BRAID_E_FORMAT, "nemotron_h: bad block_count %u", hp->n_layer);
-    if (hp->n_embd == 0 || hp->n_embd > (1u << 20)) return bd_error(BRAID_E_FORMAT, "nemotron_h: bad embedding_length");
+    BD_TRY(layer_base_keys(l, &hp->n_ctx_train, &hp->n_embd, &hp->n_layer));
     /* RMSNorms use layer_norm_rms_epsilon when present, else the required layer_norm_epsilon */
     BD_TRY(bd_key_f32(l, "attention.layer_norm_epsilon", 1, &hp->eps));
     BD_TRY(bd_key_f32(l, "attention.layer_norm_rms_epsilon", 0, &hp->eps));

@@ -408,6 +408,8 @@ static model_case cases[] = {
     {"mamba2-odd", "mamba2", "tiny", {0}, 0},                     /* conv 3, N 8 (scalar scan rows), 1 group */
     {"nemotron_h-tiny", "nemotron_h", "tiny", {0}, ROW_NOPE},     /* M * - */
     {"nemotron_h-small", "nemotron_h", "small", {0}, ROW_NOPE | ROW_MEMORY}, /* M-M*-M */
+    {"lfm2-tiny", "lfm2", "tiny", {0}, ROW_SHIFT_ORACLE},         /* C A C, L 3 */
+    {"lfm2-small", "lfm2", "small", {0}, ROW_SHIFT_ORACLE | ROW_MEMORY}, /* C C A x 2 */
 };
 
 /* Quantized rows: exact = braid claims llama.cpp's bits for this CPU (the same float order). */
@@ -420,7 +422,8 @@ static const struct {
     {"qwen35moe", "medium", BRAID_TYPE_Q4_K, 0}, {"qwen3next", "medium", BRAID_TYPE_Q4_K, 0},
     {"mamba2", "small", BRAID_TYPE_Q8_0, 1}, {"mamba2", "small", BRAID_TYPE_Q4_K, 1},
     {"mamba2", "small", BRAID_TYPE_Q6_K, 1}, {"nemotron_h", "small", BRAID_TYPE_Q8_0, 1},
-    {"nemotron_h", "small", BRAID_TYPE_Q4_K, 1},
+    {"nemotron_h", "small", BRAID_TYPE_Q4_K, 1}, {"lfm2", "small", BRAID_TYPE_Q8_0, 1},
+    {"lfm2", "medium", BRAID_TYPE_Q4_K, 1}, {"lfm2", "medium", BRAID_TYPE_Q6_K, 1},
     /* not here: nemotron_h small Q6_K, where braid's prefill is bit-identical on 37 of 80 rows only (top-1
      * 79/80, greedy 26 of 40 on average; llama.cpp agrees with itself exactly). Its Q6_K matrices are ssm_out
      * (bit-identical in the mamba2 row) and ffn_down, whose input is relu²: non-negative, so every Q8_K level
