@@ -10,6 +10,7 @@ static const bd_arch *const archs[] = {
     &bd_arch_qwen3next,
     &bd_arch_mamba2,
     &bd_arch_nemotron_h,
+    &bd_arch_nemotron_h_moe,
     &bd_arch_lfm2,
 };
 

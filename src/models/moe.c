@@ -55,6 +55,7 @@ braid_status moe_load_hparams(const bd_loader *l, uint32_t n_layer_all, uint32_t
     if (hp->n_ff_exp == 0 || hp->n_ff_shexp == 0 || hp->n_ff_exp > (1u << 20) || hp->n_ff_shexp > (1u << 20))
         return bd_error(BRAID_E_FORMAT, "%s: bad expert FFN widths (expert %u, shared %u)", l->arch, hp->n_ff_exp,
                         hp->n_ff_shexp);
+    hp->norm_w = 1;
     return BRAID_OK;
 }
 
@@ -62,6 +63,14 @@ braid_status moe_bind(bd_loader *l, int il, int64_t E, const moe_hparams *hp, mo
     const int64_t ne = hp->n_expert, ff = hp->n_ff_exp, fs = hp->n_ff_shexp;
     memset(w, 0, sizeof *w);
     BD_TRY(bd_bind_layer(l, il, "ffn_gate_inp.weight", E, ne, 0, 1, &w->router));
+    if (hp->sigmoid) BD_TRY(bd_bind_layer(l, il, "exp_probs_b.bias", ne, 1, 1, 1, &w->sel_bias));
+    if (hp->relu2) { /* ungated experts and shared expert */
+        BD_TRY(bd_bind_layer3(l, il, "ffn_up_exps.weight", E, ff, ne, 0, 1, &w->up));
+        BD_TRY(bd_bind_layer3(l, il, "ffn_down_exps.weight", ff, E, ne, 0, 1, &w->down));
+        BD_TRY(bd_bind_layer(l, il, "ffn_up_shexp.weight", E, fs, 0, 1, &w->sh_up));
+        BD_TRY(bd_bind_layer(l, il, "ffn_down_shexp.weight", fs, E, 0, 1, &w->sh_down));
+        return BRAID_OK;
+    }
     BD_TRY(bd_bind_layer3(l, il, "ffn_gate_up_exps.weight", E, 2 * ff, ne, 0, 0, &w->gate_up));
     if (!w->gate_up.data) {
         BD_TRY(bd_bind_layer3(l, il, "ffn_gate_exps.weight", E, ff, ne, 0, 1, &w->gate));
@@ -141,24 +150,32 @@ size_t moe_wsize(const moe_weights *w, int32_t T) {
     return m;
 }
 
-/* p [n] -> the k largest in descending order (ties: the lower index first), weights renormalized as llama.cpp
- * does: the sum accumulated in double (ggml_sum_rows), clamped below at the smallest normal F16. */
-static void moe_route(const float *p, int32_t n, int32_t k, int32_t *sel, float *wt) {
+/* p [n] -> the k largest of p + bias (bias NULL: of p) in descending order (ties: the lower index first), with
+ * the unbiased p as weights, renormalized as llama.cpp does (the sum accumulated in double as ggml_sum_rows,
+ * clamped below at the smallest normal F16) when hp says, then scaled when hp says. */
+static void moe_route(const moe_hparams *hp, const float *p, const float *bias, int32_t n, int32_t k, int32_t *sel,
+                      float *wt) {
     for (int32_t j = 0; j < k; j++) {
         int32_t best = -1;
+        float bv = 0.0f;
         for (int32_t e = 0; e < n; e++) {
             int taken = 0;
             for (int32_t i = 0; i < j; i++) taken |= sel[i] == e;
-            if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            const float v = bias ? p[e] + bias[e] : p[e];
+            if (!taken && (best < 0 || v > bv)) best = e, bv = v;
         }
         sel[j] = best;
         wt[j] = p[best];
     }
-    double sum = 0;
-    for (int32_t j = 0; j < k; j++) sum += wt[j];
-    float s = (float)sum;
-    if (s < 6.103515625e-5f) s = 6.103515625e-5f;
-    for (int32_t j = 0; j < k; j++) wt[j] /= s;
+    if (hp->norm_w) {
+        double sum = 0;
+        for (int32_t j = 0; j < k; j++) sum += wt[j];
+        float s = (float)sum;
+        if (s < 6.103515625e-5f) s = 6.103515625e-5f;
+        for (int32_t j = 0; j < k; j++) wt[j] /= s;
+    }
+    if (hp->w_scale != 0.0f && hp->w_scale != 1.0f)
+        for (int32_t j = 0; j < k; j++) wt[j] *= hp->w_scale;
 }
 
 /* The router and the shared expert's scalar gate are F32 matrices in real files (llama.cpp's quantizer leaves
@@ -196,6 +213,16 @@ static int moe_ggml_vec_dot_order(const bd_weight *w, int32_t T) {
 static void moe_gates(bd_threadpool *tp, const moe_weights *w, const float *u, int32_t T, float *router,
                       float *gate, void *wbuf) {
     const int vr = moe_ggml_vec_dot_order(&w->router, T), vg = moe_ggml_vec_dot_order(&w->sh_gate_inp, T);
+    if (!w->sh_gate_inp.data) { /* no shared-expert gate: the router alone */
+        if (vr) {
+            static const bd_weight none = {.n_out = 0};
+            moe_gate_job j = {{&w->router, &none}, {router, NULL}, u, T};
+            bd_threadpool_run(tp, moe_gate_task, &j);
+        } else {
+            blk_matmul(tp, &w->router, u, T, router, wbuf);
+        }
+        return;
+    }
     if (vr && vg) {
         moe_gate_job j = {{&w->router, &w->sh_gate_inp}, {router, gate}, u, T};
         bd_threadpool_run(tp, moe_gate_task, &j);
@@ -219,6 +246,11 @@ static void moe_act(bd_threadpool *tp, float *y, const float *g, const float *u,
     bd_swiglu_rows((int64_t)n * ff >= 4096 ? tp : NULL, y, ff, g, ld, u, ld, ff, n);
 }
 
+/* relu² of n rows of ff (ld apart) into y [n][ff]. */
+static void moe_relu2(float *y, const float *x, int64_t ld, int64_t ff, int32_t n) {
+    for (int32_t i = 0; i < n; i++) bd_relu_sqr(y + (size_t)i * ff, x + (size_t)i * ld, ff);
+}
+
 void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, const float *u, int64_t E, int32_t T,
              float *out, void *scratch, void *wbuf, int il) {
     moe_scratch s;
@@ -229,13 +261,15 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
 
     /* What reads u alone: the router and the shared expert's scalar gate, then its gate and up (one dispatch). */
     moe_gates(tp, w, u, T, s.probs, s.sh_gate, wbuf);
-    blk_matmul_multi(tp, (const bd_weight *[]){&w->sh_gate, &w->sh_up}, (float *[]){s.sh_g, s.sh_u}, 2, u, T, wbuf);
+    if (hp->relu2) blk_matmul(tp, &w->sh_up, u, T, s.sh_u, wbuf);
+    else blk_matmul_multi(tp, (const bd_weight *[]){&w->sh_gate, &w->sh_up}, (float *[]){s.sh_g, s.sh_u}, 2, u, T, wbuf);
 
-    /* Routing: p = softmax(router logits) per row, top-k, renormalized weights. */
+    /* Routing: p = softmax or sigmoid of the router logits per row, top-k, the weights as hp says. */
     for (int32_t t = 0; t < T; t++) {
         float *p = s.probs + (size_t)t * ne;
-        bd_softmax(p, p, ne);
-        moe_route(p, ne, k, s.sel + (size_t)t * k, s.wt + (size_t)t * k);
+        if (hp->sigmoid) bd_sigmoid(p, p, ne);
+        else bd_softmax(p, p, ne);
+        moe_route(hp, p, w->sel_bias.data, ne, k, s.sel + (size_t)t * k, s.wt + (size_t)t * k);
     }
     bd_tap("ffn_moe_probs", il, s.probs, ne, T, ne);
     bd_tap("ffn_moe_weights_norm", il, s.wt, k, T, k);
@@ -249,7 +283,9 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
         int n = 0;
         for (int32_t j = 0; j < k; j++) {
             float *g = s.gu + (size_t)j * 2 * ff;
-            if (merged) {
+            if (hp->relu2) {
+                views[n] = moe_expert(&w->up, s.sel[j]), ws[n] = &views[n], ys[n] = g, n++;
+            } else if (merged) {
                 views[n] = moe_expert(&w->gate_up, s.sel[j]), ws[n] = &views[n], ys[n] = g, n++;
             } else {
                 views[n] = moe_expert(&w->gate, s.sel[j]), ws[n] = &views[n], ys[n] = g, n++;
@@ -262,7 +298,8 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
         }
         for (int32_t j = 0; j < k; j++) {
             const float *g = s.gu + (size_t)j * 2 * ff;
-            moe_act(tp, s.act, g, g + ff, 2 * ff, ff, 1);
+            if (hp->relu2) moe_relu2(s.act, g, ff, ff, 1);
+            else moe_act(tp, s.act, g, g + ff, 2 * ff, ff, 1);
             bd_weight dn = moe_expert(&w->down, s.sel[j]);
             blk_matmul(tp, &dn, s.act, 1, s.dn, wbuf);
             float *o = s.slot + (size_t)j * E;
@@ -281,7 +318,11 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
             if (n > 0) {
                 for (int32_t i = 0; i < n; i++)
                     memcpy(s.xg + (size_t)i * E, u + (size_t)(s.rows[begin + i] / k) * E, (size_t)E * sizeof(float));
-                if (merged) { /* [n][gate ff ‖ up ff] */
+                if (hp->relu2) { /* [n][ff] up only */
+                    bd_weight up = moe_expert(&w->up, e);
+                    blk_matmul(tp, &up, s.xg, n, s.gu, wbuf);
+                    moe_relu2(s.act, s.gu, ff, ff, n);
+                } else if (merged) { /* [n][gate ff ‖ up ff] */
                     bd_weight gu = moe_expert(&w->gate_up, e);
                     blk_matmul(tp, &gu, s.xg, n, s.gu, wbuf);
                     moe_act(tp, s.act, s.gu, s.gu + ff, 2 * ff, ff, n);
@@ -306,6 +347,22 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
     }
 
     bd_tap("ffn_moe_weighted", il, s.slot, k * E, T, k * E);
+
+    if (hp->relu2) { /* the shared expert, ungated: out = ((slot 0 + slot 1) + ...) + shared */
+        moe_relu2(s.act, s.sh_u, fs, fs, T);
+        blk_matmul(tp, &w->sh_down, s.act, T, out, wbuf);
+        bd_tap("ffn_shexp", il, out, E, T, E);
+        for (int32_t t = 0; t < T; t++) {
+            float *o = out + (size_t)t * E;
+            const float *sl = s.slot + (size_t)t * k * E;
+            for (int64_t c = 0; c < E; c++) {
+                float acc = sl[c];
+                for (int32_t j = 1; j < k; j++) acc += sl[(size_t)j * E + c];
+                o[c] = acc + o[c];
+            }
+        }
+        return;
+    }
 
     /* The shared expert, gated by sigmoid(w_sh·u) (one scalar per row). */
     moe_act(tp, s.act, s.sh_g, s.sh_u, fs, fs, T);

@@ -1,9 +1,13 @@
-/* nemotron_h.c — NVIDIA Nemotron-H (architectures.md §2.3): three kinds of layer, each behind an RMSNorm with a
- * residual, told apart by the per-layer arrays (head_count_kv, feed_forward_length):
+/* nemotron_h.c — NVIDIA Nemotron-H (architectures.md §2.3) and Nemotron-3 Nano (nemotron_h_moe, archs-more.md
+ * §2): three kinds of layer, each behind an RMSNorm with a residual, told apart by the per-layer arrays
+ * (head_count_kv, feed_forward_length):
  *
- *     Mamba2 mixer        n_head_kv == 0 && n_ff == 0     (layers.h layer_mamba2)
+ *     Mamba2 mixer        n_head_kv == 0 && n_ff == 0     (layers.h layer_mamba2_mix)
  *     attention           n_head_kv  > 0 && n_ff == 0     (plain GQA: no RoPE, no Q/K norm, optional biases)
- *     MLP                 n_ff > 0                        (W_down·relu(W_up·x)², optional biases)
+ *     MLP                 n_ff > 0                        (W_down·relu(W_up·x)², optional biases), or with
+ *                                                         expert_count > 0 the MoE of moe.h: sigmoid routing
+ *                                                         with a selection bias, relu² experts, a relu² shared
+ *                                                         expert (nemotron_h_moe's MTP block is skipped)
  *
  *     x = token_embd[tokens]; for each layer: x = x + Block(RMSNorm(x; attn_norm))
  *     logits = W_out · RMSNorm(x; output_norm)
@@ -11,6 +15,7 @@
  * Mamba2 layers keep a recurrent state, attention layers K/V rows, MLP layers nothing. Without RoPE a K row
  * does not depend on its position, so a context shift re-rotates nothing (rerotate_k NULL). */
 #include <assert.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -19,13 +24,14 @@
 #include "models/arch.h"
 #include "models/layers.h"
 #include "models/loader.h"
+#include "models/moe.h"
 #include "tensor/ops.h"
 #include "tensor/tap.h"
 
-enum { NH_MAMBA = 0, NH_ATTN = 1, NH_MLP = 2 };
+enum { NH_MAMBA = 0, NH_ATTN = 1, NH_MLP = 2, NH_MOE = 3 };
 
 typedef struct nh_hparams {
-    uint32_t n_ctx_train, n_embd, n_layer, n_vocab;
+    uint32_t n_ctx_train, n_embd, n_layer_all, n_layer, n_vocab;
     uint32_t n_head, n_head_kv, head_dim, n_ff_max;
     float eps;
     layer_mamba2_shape ssm;
@@ -38,16 +44,19 @@ typedef struct nh_layer {
     layer_mamba2 mixer;
     layer_attn attn;
     layer_ffn ffn;       /* up, down (+ biases) */
+    moe_weights moe;
 } nh_layer;
 
 typedef struct nemotron_h {
+    const char *name;      /* "nemotron_h" or "nemotron_h_moe" */
     nh_hparams hp;
+    moe_hparams moe;       /* MoE layers (expert_count > 0) */
     layer_attn_shape ash;
     uint8_t *kinds;        /* [n_layer], for the fingerprint */
     int32_t *attn_layer, *recr_layer;
     bd_weight tok_embd, output_norm, output;
     nh_layer *layers;      /* [n_layer] */
-    uint8_t *fp_bytes;     /* hparams ‖ kinds */
+    uint8_t *fp_bytes;     /* hparams ‖ MoE hparams ‖ kinds */
     size_t fp_len;
 } nemotron_h;
 
@@ -64,7 +73,13 @@ static void nh_free(void *data) {
 
 static braid_status nh_load_hparams(nemotron_h *m, bd_loader *l) {
     nh_hparams *hp = &m->hp;
-    BD_TRY(layer_base_keys(l, &hp->n_ctx_train, &hp->n_embd, &hp->n_layer));
+    BD_TRY(layer_base_keys(l, &hp->n_ctx_train, &hp->n_embd, &hp->n_layer_all));
+    uint32_t nextn = 0; /* nemotron_h_moe's MTP block: bound as skipped, never run */
+    BD_TRY(bd_key_u32(l, "nextn_predict_layers", 0, &nextn));
+    if (nextn >= hp->n_layer_all)
+        return bd_error(BRAID_E_FORMAT, "%s: nextn_predict_layers %u >= block_count %u", m->name, nextn,
+                        hp->n_layer_all);
+    hp->n_layer = hp->n_layer_all - nextn;
     /* RMSNorms use layer_norm_rms_epsilon when present, else the required layer_norm_epsilon */
     BD_TRY(bd_key_f32(l, "attention.layer_norm_epsilon", 1, &hp->eps));
     BD_TRY(bd_key_f32(l, "attention.layer_norm_rms_epsilon", 0, &hp->eps));
@@ -72,17 +87,20 @@ static braid_status nh_load_hparams(nemotron_h *m, bd_loader *l) {
     hp->ssm.eps = hp->eps;
     BD_TRY(layer_mamba2_check("nemotron_h", &hp->ssm));
 
-    const uint32_t L = hp->n_layer;
-    uint32_t *ff = bd_calloc(L, sizeof *ff), *kv = bd_calloc(L, sizeof *kv), *nh = bd_calloc(L, sizeof *nh);
+    const uint32_t L = hp->n_layer, LA = hp->n_layer_all;
+    uint32_t *ff = bd_calloc(LA, sizeof *ff), *kv = bd_calloc(LA, sizeof *kv), *nh = bd_calloc(LA, sizeof *nh);
     m->kinds = bd_calloc(L, 1);
+    uint32_t n_expert = 0, n_ff_moe = 0;
     braid_status st = ff && kv && nh && m->kinds ? BRAID_OK : bd_error(BRAID_E_NOMEM, "nemotron_h: out of memory");
     int found;
-    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "feed_forward_length", L, 0, ff, &found);
-    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "attention.head_count_kv", L, 0, kv, &found);
-    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "attention.head_count", L, 0, nh, &found);
+    if (st == BRAID_OK) st = bd_key_u32(l, "expert_count", 0, &n_expert);
+    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "feed_forward_length", LA, 0, ff, &found);
+    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "attention.head_count_kv", LA, 0, kv, &found);
+    if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "attention.head_count", LA, 0, nh, &found);
     for (uint32_t i = 0; st == BRAID_OK && i < L; i++) {
-        m->kinds[i] = ff[i] > 0 ? NH_MLP : kv[i] > 0 ? NH_ATTN : NH_MAMBA;
-        if (ff[i] > hp->n_ff_max) hp->n_ff_max = ff[i];
+        m->kinds[i] = ff[i] > 0 ? (n_expert ? NH_MOE : NH_MLP) : kv[i] > 0 ? NH_ATTN : NH_MAMBA;
+        if (m->kinds[i] == NH_MOE && !n_ff_moe) n_ff_moe = ff[i];
+        if (m->kinds[i] == NH_MLP && ff[i] > hp->n_ff_max) hp->n_ff_max = ff[i];
         if (m->kinds[i] != NH_ATTN) continue;
         /* braid's K/V rows are one width: every attention layer must agree */
         if (hp->n_head_kv && (kv[i] != hp->n_head_kv || nh[i] != hp->n_head))
@@ -106,6 +124,19 @@ static braid_status nh_load_hparams(nemotron_h *m, bd_loader *l) {
     }
     m->ash = (layer_attn_shape){.n_head = (int32_t)hp->n_head, .n_head_kv = (int32_t)hp->n_head_kv,
                                 .head_dim = (int32_t)hp->head_dim, .n_pos = 1, .eps = hp->eps};
+    if (!n_expert) return BRAID_OK;
+    /* MoE (archs-more.md §2.1): sigmoid routing with a selection bias, relu² experts and shared expert */
+    BD_TRY(moe_load_hparams(l, LA, L, n_ff_moe, &m->moe));
+    m->moe.sigmoid = 1, m->moe.relu2 = 1, m->moe.norm_w = 0, m->moe.w_scale = 0.0f;
+    char key[96];
+    int norm = 0;
+    snprintf(key, sizeof key, "%sexpert_weights_norm", l->arch);
+    BD_TRY(gguf_get_bool(l->f, key, 0, &norm));
+    m->moe.norm_w = norm != 0;
+    BD_TRY(bd_key_f32(l, "expert_weights_scale", 0, &m->moe.w_scale));
+    uint32_t latent = 0;
+    BD_TRY(bd_key_u32(l, "moe_latent_size", 0, &latent));
+    if (latent) return bd_error(BRAID_E_UNSUPPORTED, "%s: latent MoE projections (moe_latent_size %u)", m->name, latent);
     return BRAID_OK;
 }
 
@@ -123,17 +154,20 @@ static braid_status nh_bind(nemotron_h *m, bd_loader *l, const uint32_t *ff) {
         if (L->kind == NH_MAMBA) BD_TRY(layer_mamba2_bind(l, (int)il, E, &hp->ssm, 1, &L->mixer));
         else if (L->kind == NH_ATTN)
             BD_TRY(layer_attn_bind(l, (int)il, E, &m->ash, LAYER_QK_NORM_NONE, LAYER_OUT_BIAS_OPTIONAL, &L->attn));
+        else if (L->kind == NH_MOE) BD_TRY(moe_bind(l, (int)il, E, &m->moe, &L->moe));
         else BD_TRY(layer_ffn_bind(l, (int)il, E, ff[il], 0, 1, &L->ffn));
     }
     return bd_loader_finish(l, (int)hp->n_layer);
 }
 
-static braid_status nh_load(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+static braid_status nh_load(const gguf_file *f, int32_t n_vocab, const char *name, void **data,
+                            bd_mem_layout *layout) {
     nemotron_h *m = bd_calloc(1, sizeof *m);
     if (!m) return bd_error(BRAID_E_NOMEM, "nemotron_h: out of memory");
+    m->name = name;
     bd_loader l;
     uint32_t *ff = NULL;
-    braid_status st = bd_loader_init(&l, f, "nemotron_h");
+    braid_status st = bd_loader_init(&l, f, name);
     if (st == BRAID_OK) st = nh_load_hparams(m, &l);
     if (st == BRAID_OK && n_vocab <= 0) st = bd_error(BRAID_E_FORMAT, "nemotron_h: the vocabulary is empty");
     const nh_hparams *hp = &m->hp;
@@ -143,12 +177,12 @@ static braid_status nh_load(const gguf_file *f, int32_t n_vocab, void **data, bd
         m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
         m->attn_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
         m->recr_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->fp_len = sizeof m->hp + hp->n_layer;
+        m->fp_len = sizeof m->hp + sizeof m->moe + hp->n_layer;
         m->fp_bytes = bd_malloc(m->fp_len);
-        ff = bd_calloc(hp->n_layer, sizeof *ff);
+        ff = bd_calloc(hp->n_layer_all, sizeof *ff);
         if (!m->layers || !m->attn_layer || !m->recr_layer || !m->fp_bytes || !ff)
             st = bd_error(BRAID_E_NOMEM, "nemotron_h: out of memory");
-        if (st == BRAID_OK) st = bd_key_u32_per_layer(&l, "feed_forward_length", hp->n_layer, 0, ff, &found);
+        if (st == BRAID_OK) st = bd_key_u32_per_layer(&l, "feed_forward_length", hp->n_layer_all, 0, ff, &found);
     }
     if (st == BRAID_OK) st = nh_bind(m, &l, ff);
     bd_free(ff);
@@ -172,7 +206,8 @@ static braid_status nh_load(const gguf_file *f, int32_t n_vocab, void **data, bd
     layout->n_conv = layer_mamba2_n_conv(&hp->ssm);
     layout->n_ssm = layer_mamba2_n_ssm(&hp->ssm);
     memcpy(m->fp_bytes, &m->hp, sizeof m->hp);
-    memcpy(m->fp_bytes + sizeof m->hp, m->kinds, hp->n_layer);
+    memcpy(m->fp_bytes + sizeof m->hp, &m->moe, sizeof m->moe);
+    memcpy(m->fp_bytes + sizeof m->hp + sizeof m->moe, m->kinds, hp->n_layer);
     *data = m;
     return BRAID_OK;
 }
@@ -187,6 +222,8 @@ static void nh_hparams_bytes(const void *data, const void **bytes, size_t *len) 
 
 typedef struct nh_scratch {
     float *x, *u;  /* [T][n_embd] residual stream, normed input / block output */
+    float *f;      /* [T][n_embd] MoE output (moe_ffn writes apart from its input) */
+    void *moe;     /* moe_scratch_size */
     float *h;      /* [T][n_ff_max] MLP hidden */
     layer_mamba2_scratch mix;
     layer_attn_scratch att;
@@ -198,13 +235,16 @@ static void nh_carve(const nemotron_h *m, bd_arena *a, int32_t T, int32_t n_ctx,
     s->x = bd_arena_floats(a, (size_t)T * hp->n_embd);
     s->u = bd_arena_floats(a, (size_t)T * hp->n_embd);
     s->h = bd_arena_floats(a, (size_t)T * hp->n_ff_max);
+    s->f = bd_arena_floats(a, (size_t)T * hp->n_embd);
+    s->moe = m->moe.n_expert ? bd_arena_take(a, moe_scratch_size(&m->moe, hp->n_embd, T)) : NULL;
     layer_mamba2_carve(a, &hp->ssm, T, &s->mix);
     layer_attn_carve(a, &m->ash, T, n_ctx, n_threads, &s->att);
     size_t w = blk_matmul_wsize(m->output.type, m->output.n_in, T);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const nh_layer *L = &m->layers[il];
         const size_t lw = L->kind == NH_MAMBA ? layer_mamba2_wsize(&L->mixer, T)
-                          : L->kind == NH_ATTN ? layer_attn_wsize(&L->attn, T) : layer_ffn_wsize(&L->ffn, T);
+                          : L->kind == NH_ATTN ? layer_attn_wsize(&L->attn, T)
+                          : L->kind == NH_MOE  ? moe_wsize(&L->moe, T) : layer_ffn_wsize(&L->ffn, T);
         if (lw > w) w = lw;
     }
     s->wbuf = bd_arena_take(a, w);
@@ -236,21 +276,26 @@ static braid_status nh_forward(const void *data, const bd_fwd_scratch *sc, bd_th
         bd_tap("attn_norm", (int)il, s.u, E, T, E);
         if (L->kind == NH_MAMBA) layer_mamba2_mix(tp, &L->mixer, &hp->ssm, &s.mix, s.wbuf, b, mem, L->slot, (int)il, s.u, s.u);
         else if (L->kind == NH_ATTN) layer_attention(tp, &L->attn, &m->ash, &s.att, s.wbuf, b, mem, L->slot, (int)il, s.u, s.u);
-        else layer_ffn_relu2(tp, &L->ffn, s.u, T, s.u, s.h, s.wbuf, (int)il);
-        bd_add(s.x, s.x, s.u, (int64_t)T * E);
+        else if (L->kind == NH_MLP) layer_ffn_relu2(tp, &L->ffn, s.u, T, s.u, s.h, s.wbuf, (int)il);
+        else moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf, (int)il);
+        bd_add(s.x, s.x, L->kind == NH_MOE ? s.f : s.u, (int64_t)T * E);
         bd_tap("l_out", (int)il, s.x, E, T, E);
     }
     layer_logits(tp, b, &m->output_norm, &m->output, hp->eps, s.x, E, s.u, s.wbuf, logits);
     return BRAID_OK;
 }
 
-const bd_arch bd_arch_nemotron_h = {
-    .name = "nemotron_h",
-    .load = nh_load,
-    .free_data = nh_free,
-    .n_embd = nh_n_embd,
-    .hparams_bytes = nh_hparams_bytes,
-    .scratch_size = nh_scratch_size,
-    .forward = nh_forward,
-    .rerotate_k = NULL, /* NoPE */
-};
+static braid_status nh_load_dense(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    return nh_load(f, n_vocab, "nemotron_h", data, layout);
+}
+static braid_status nh_load_moe(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    return nh_load(f, n_vocab, "nemotron_h_moe", data, layout);
+}
+
+/* One family, two names (the converter picks nemotron_h_moe for checkpoints with experts). */
+#define NH_ARCH(sym, arch_name, loader)                                                                          \
+    const bd_arch sym = {.name = arch_name, .load = loader, .free_data = nh_free, .n_embd = nh_n_embd,             \
+                         .hparams_bytes = nh_hparams_bytes, .scratch_size = nh_scratch_size, .forward = nh_forward, \
+                         .rerotate_k = NULL /* NoPE */}
+NH_ARCH(bd_arch_nemotron_h, "nemotron_h", nh_load_dense);
+NH_ARCH(bd_arch_nemotron_h_moe, "nemotron_h_moe", nh_load_moe);

@@ -1,6 +1,7 @@
-/* gen_mamba.c — the mamba2 and nemotron_h rows of the model generator: pure Mamba2 models, and Nemotron-H
- * hybrids whose layers are Mamba2 mixers ('M'), attention without RoPE ('*') or relu² MLPs ('-') as the
- * layer pattern says. They share the Mamba2 mixer's tensors (architectures.md §2). */
+/* gen_mamba.c — the mamba2, nemotron_h and nemotron_h_moe rows of the model generator: pure Mamba2 models, and
+ * Nemotron-H hybrids whose layers are Mamba2 mixers ('M'), attention without RoPE ('*'), relu² MLPs ('-') or
+ * (nemotron_h_moe) sigmoid-routed relu² MoE layers with a shared expert ('E') as the layer pattern says. They
+ * share the Mamba2 mixer's tensors (architectures.md §2, archs-more.md §2). */
 #include <string.h>
 
 #include "base/alloc.h"
@@ -98,24 +99,36 @@ const gen_arch gen_arch_mamba2 = {
 /* Layer il's kind: the pattern repeated over the layers. */
 static char nh_kind(const gen_shape *s, int64_t il) { return s->pattern[il % (int64_t)strlen(s->pattern)]; }
 
-static braid_status nh_check(gen_shape *s) {
-    BD_TRY(mixer_check("nemotron_h", s));
-    BD_TRY(gen_check_positive("nemotron_h", "ff", s->n_ff));
-    BD_TRY(gen_check_positive("nemotron_h", "heads", s->n_head));
-    BD_TRY(gen_check_positive("nemotron_h", "heads-kv", s->n_head_kv));
-    BD_TRY(gen_check_positive("nemotron_h", "head-dim", s->head_dim));
+static braid_status nh_check_kinds(gen_shape *s, const char *arch, const char *kinds) {
+    BD_TRY(mixer_check(arch, s));
+    BD_TRY(gen_check_positive(arch, "ff", s->n_ff));
+    BD_TRY(gen_check_positive(arch, "heads", s->n_head));
+    BD_TRY(gen_check_positive(arch, "heads-kv", s->n_head_kv));
+    BD_TRY(gen_check_positive(arch, "head-dim", s->head_dim));
     if (s->n_head % s->n_head_kv)
-        return bd_error(BRAID_E_INVALID, "nemotron_h: heads (%lld) must be a multiple of heads-kv (%lld)",
+        return bd_error(BRAID_E_INVALID, "%s: heads (%lld) must be a multiple of heads-kv (%lld)", arch,
                         (long long)s->n_head, (long long)s->n_head_kv);
-    if (!s->pattern[0]) return bd_error(BRAID_E_INVALID, "nemotron_h: empty layer pattern");
+    if (!s->pattern[0]) return bd_error(BRAID_E_INVALID, "%s: empty layer pattern", arch);
     for (const char *c = s->pattern; *c; c++)
-        if (*c != 'M' && *c != '*' && *c != '-')
-            return bd_error(BRAID_E_INVALID, "nemotron_h: pattern '%s' has '%c' (want M mamba2, * attention, - mlp)",
-                            s->pattern, *c);
+        if (!strchr(kinds, *c))
+            return bd_error(BRAID_E_INVALID, "%s: pattern '%s' has '%c' (want M mamba2, * attention, %s)", arch,
+                            s->pattern, *c, strchr(kinds, 'E') ? "E moe" : "- mlp");
     return BRAID_OK;
 }
 
-static braid_status nh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+static braid_status nh_check(gen_shape *s) { return nh_check_kinds(s, "nemotron_h", "M*-"); }
+
+static braid_status nhm_check(gen_shape *s) {
+    BD_TRY(nh_check_kinds(s, "nemotron_h_moe", "M*E"));
+    if (s->n_expert <= 0 || s->n_expert_used <= 0 || s->n_expert_used > s->n_expert || s->n_ff_exp <= 0 ||
+        s->n_ff_shexp <= 0)
+        return bd_error(BRAID_E_INVALID, "nemotron_h_moe: experts %lld choose %lld, ff-exp %lld, ff-shexp %lld",
+                        (long long)s->n_expert, (long long)s->n_expert_used, (long long)s->n_ff_exp,
+                        (long long)s->n_ff_shexp);
+    return BRAID_OK;
+}
+
+static braid_status nh_describe_any(const gen_shape *s, int64_t n_vocab, gen_plan *p, int moe) {
     const int64_t E = s->n_embd, hd = s->head_dim, nh = s->n_head, nkv = s->n_head_kv, L = s->n_layer;
     int32_t *ff = bd_mallocn((size_t)L, sizeof *ff), *kv = bd_mallocn((size_t)L, sizeof *kv);
     braid_status st = BRAID_OK;
@@ -123,7 +136,7 @@ static braid_status nh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p
     /* the layer kinds are encoded in the per-layer arrays: attention has KV heads, an MLP has an ff size,
      * a Mamba2 layer has neither */
     for (int64_t il = 0; st == BRAID_OK && il < L; il++) {
-        ff[il] = nh_kind(s, il) == '-' ? (int32_t)s->n_ff : 0;
+        ff[il] = nh_kind(s, il) == '-' ? (int32_t)s->n_ff : nh_kind(s, il) == 'E' ? (int32_t)s->n_ff_exp : 0;
         kv[il] = nh_kind(s, il) == '*' ? (int32_t)nkv : 0;
     }
     if (st == BRAID_OK) st = gen_key_u32(p, "context_length", (uint32_t)s->n_ctx);
@@ -137,6 +150,16 @@ static braid_status nh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p
     if (st == BRAID_OK) st = gen_key_u32(p, "attention.value_length", (uint32_t)hd);
     if (st == BRAID_OK) st = gen_key_f32(p, "attention.layer_norm_epsilon", s->eps);
     if (st == BRAID_OK) st = gen_key_f32(p, "attention.layer_norm_rms_epsilon", s->eps);
+    if (moe) { /* as the converter writes them for Nemotron-3 Nano: renormalized, scaled by 2.5, one group */
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_count", (uint32_t)s->n_expert);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_used_count", (uint32_t)s->n_expert_used);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_shared_feed_forward_length", (uint32_t)s->n_ff_shexp);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_shared_count", 1);
+        if (st == BRAID_OK) st = gen_key_bool(p, "expert_weights_norm", 1);
+        if (st == BRAID_OK) st = gen_key_f32(p, "expert_weights_scale", 2.5f);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_group_count", 1);
+    }
     bd_free(ff);
     bd_free(kv);
     BD_TRY(st);
@@ -153,6 +176,16 @@ static braid_status nh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p
             BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_v.weight", l));
             BD_TRY(gen_tensor(p, GEN_MATRIX, hd * nh, E, "blk.%d.attn_output.weight", l));
             break;
+        case 'E': { /* sigmoid router with a selection bias, ungated relu² experts, relu² shared expert */
+            const int64_t ne = s->n_expert, ff_e = s->n_ff_exp, fs = s->n_ff_shexp;
+            BD_TRY(gen_tensor(p, GEN_F32MAT, E, ne, "blk.%d.ffn_gate_inp.weight", l));
+            BD_TRY(gen_tensor(p, GEN_BIAS, ne, 0, "blk.%d.exp_probs_b.bias", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff_e, ne, "blk.%d.ffn_up_exps.weight", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, ff_e, E, ne, "blk.%d.ffn_down_exps.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, fs, "blk.%d.ffn_up_shexp.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, fs, E, "blk.%d.ffn_down_shexp.weight", l));
+            break;
+        }
         default: /* relu² MLP */
             BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_up.weight", l));
             BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff, E, "blk.%d.ffn_down.weight", l));
@@ -163,6 +196,8 @@ static braid_status nh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p
     BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "output.weight"));
     return BRAID_OK;
 }
+
+static braid_status nh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p);
 
 const gen_arch gen_arch_nemotron_h = {
     .name = "nemotron_h",
@@ -177,4 +212,33 @@ const gen_arch gen_arch_nemotron_h = {
         },
     .check = nh_check,
     .describe = nh_describe,
+};
+
+/* ---- nemotron_h_moe ------------------------------------------------------------------------------------ */
+
+static braid_status nh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    return nh_describe_any(s, n_vocab, p, 0);
+}
+static braid_status nhm_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    return nh_describe_any(s, n_vocab, p, 1);
+}
+
+#define NHM_PRESET(layers, embd, heads, kv, hd, inner, state, sheads, groups, pat, ne, k, ffe, ffs)             \
+    {.n_ctx = 4096, .n_layer = layers, .n_embd = embd, .n_ff = ffe, .n_head = heads, .n_head_kv = kv,           \
+     .head_dim = hd, .n_rot = GEN_UNSET, .ssm_conv = 4, .ssm_state = state, .ssm_groups = groups,                \
+     .ssm_heads = sheads, .ssm_inner = inner, .interval = GEN_UNSET, .eps = 1e-5f, .pattern = pat,               \
+     .n_expert = ne, .n_expert_used = k, .n_ff_exp = ffe, .n_ff_shexp = ffs}
+
+const gen_arch gen_arch_nemotron_h_moe = {
+    .name = "nemotron_h_moe",
+    .presets =
+        {
+            [GEN_PRESET_TINY] = NHM_PRESET(4, 64, 2, 2, 32, 128, 16, 4, 2, "ME*E", 8, 2, 32, 64),
+            [GEN_PRESET_SMALL] = NHM_PRESET(6, 128, 4, 2, 32, 256, 32, 8, 2, "MEM*EM", 16, 4, 64, 128),
+            [GEN_PRESET_MEDIUM] = NHM_PRESET(8, 256, 4, 2, 64, 512, 64, 8, 2, "MEM*", 32, 4, 256, 512),
+            /* ~1B total, ~0.35B active with the untied output: Nemotron-3 Nano's M E M E M * E rhythm */
+            [GEN_PRESET_05B] = NHM_PRESET(21, 1024, 8, 2, 128, 2048, 128, 32, 8, "MEMEM*E", 32, 4, 768, 1536),
+        },
+    .check = nhm_check,
+    .describe = nhm_describe,
 };

@@ -157,7 +157,8 @@ static void run(bd_threadpool *tp, const layer *L, const moe_hparams *hp, const 
 int main(void) {
     bd_threadpool *tp = NULL;
     CHECK_STATUS(bd_threadpool_new(2, &tp), BRAID_OK);
-    const moe_hparams hp = {.n_expert = NE, .n_expert_used = K, .n_ff_exp = FF, .n_ff_shexp = FS};
+    const moe_hparams hp = {.n_expert = NE, .n_expert_used = K, .n_ff_exp = FF, .n_ff_shexp = FS, .norm_w = 1,
+                            .shexp = MOE_SHEXP_GATED}; /* the qwen35moe variant */
     float *x = rand_mat((int64_t)TMAX * E, 1.0f), *out = bd_mallocn((size_t)TMAX * E, 4);
     float *one = bd_mallocn(E, 4);
     double ref[E];
