@@ -22,6 +22,8 @@
 #include "braid.h"
 #include "genmodel/genmodel.h"
 #include "oracle_client.h"
+#include "oracle_cpu.h"
+#include "tensor/simd.h"
 #include "tensor/types.h"
 #include "test.h"
 #include "logits_cmp.h"
@@ -364,7 +366,16 @@ static void test_memory(const char *path, const model_case *mc) {
  * ggml's vec_dot where ggml does), so the logits are expected to be llama.cpp's bits; the checks ask for the
  * session's goal (top-1 >= 99%, greedy continuations identical for >= 32 tokens on average) and print llama.cpp's
  * agreement with itself (one prefill vs token by token) beside. */
+/* Whether braid claims llama.cpp's bits here: its AVX-512 kernels against the zen4 variant llama.cpp loads on
+ * this CPU. Elsewhere (an AVX2 machine, or the forced AVX2 pair) only the looser checks apply. */
+static int exact_pair(void) {
+    const char *variant = NULL;
+    if (!oracle_cpu_traits(&variant) || !variant) return 0;
+    return bd_simd() == BD_SIMD_AVX512 && !strcmp(variant, "zen4");
+}
+
 static void test_quant(const char *path, const char *label, int exact) {
+    exact = exact && exact_pair();
     braid_model *m = NULL;
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
     if (!m) return;
@@ -389,6 +400,7 @@ static void test_quant(const char *path, const char *label, int exact) {
            "top-1 %d/%d, max rel %.3e | greedy %d after %d prompts: identical for min %d, mean %.1f\n",
            label, ct.top1_equal, ct.rows, ct.max_rel, n_exact, ct.rows, cself.top1_equal, cself.rows, cself.max_rel,
            G, P, min_same, (double)total_same / P);
+    if (!exact) printf("  (bit-identity not claimed for this row on this CPU pair: the looser checks only)\n");
     if (exact) CHECK(n_exact == N * P, "%s: %d of %d rows bit-identical (braid claims all)", label, n_exact, N * P);
     CHECK(ct.rows == N * P && ct.top1_equal * 100 >= ct.rows * 99, "%s top-1 %d/%d", label, ct.top1_equal, ct.rows);
     CHECK(total_same >= P * 32, "%s greedy agreement mean %.1f", label, (double)total_same / P);
