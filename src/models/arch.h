@@ -111,5 +111,6 @@ extern const bd_arch bd_arch_qwen35, bd_arch_qwen35moe, bd_arch_qwen3next; /* qw
 extern const bd_arch bd_arch_mamba2;     /* mamba2.c */
 extern const bd_arch bd_arch_nemotron_h, bd_arch_nemotron_h_moe; /* nemotron_h.c: one family */
 extern const bd_arch bd_arch_lfm2;       /* lfm2.c */
+extern const bd_arch bd_arch_granitehybrid; /* granitehybrid.c */
 
 #endif

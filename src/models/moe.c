@@ -55,7 +55,7 @@ braid_status moe_load_hparams(const bd_loader *l, uint32_t n_layer_all, uint32_t
     if (hp->n_ff_exp == 0 || hp->n_ff_shexp == 0 || hp->n_ff_exp > (1u << 20) || hp->n_ff_shexp > (1u << 20))
         return bd_error(BRAID_E_FORMAT, "%s: bad expert FFN widths (expert %u, shared %u)", l->arch, hp->n_ff_exp,
                         hp->n_ff_shexp);
-    hp->norm_w = 1;
+    hp->norm_w = 1, hp->shexp = MOE_SHEXP_GATED;
     return BRAID_OK;
 }
 
@@ -67,6 +67,7 @@ braid_status moe_bind(bd_loader *l, int il, int64_t E, const moe_hparams *hp, mo
     if (hp->relu2) { /* ungated experts and shared expert */
         BD_TRY(bd_bind_layer3(l, il, "ffn_up_exps.weight", E, ff, ne, 0, 1, &w->up));
         BD_TRY(bd_bind_layer3(l, il, "ffn_down_exps.weight", ff, E, ne, 0, 1, &w->down));
+        if (hp->shexp == MOE_SHEXP_NONE) return BRAID_OK;
         BD_TRY(bd_bind_layer(l, il, "ffn_up_shexp.weight", E, fs, 0, 1, &w->sh_up));
         BD_TRY(bd_bind_layer(l, il, "ffn_down_shexp.weight", fs, E, 0, 1, &w->sh_down));
         return BRAID_OK;
@@ -77,7 +78,8 @@ braid_status moe_bind(bd_loader *l, int il, int64_t E, const moe_hparams *hp, mo
         BD_TRY(bd_bind_layer3(l, il, "ffn_up_exps.weight", E, ff, ne, 0, 1, &w->up));
     }
     BD_TRY(bd_bind_layer3(l, il, "ffn_down_exps.weight", ff, E, ne, 0, 1, &w->down));
-    BD_TRY(bd_bind_layer(l, il, "ffn_gate_inp_shexp.weight", E, 1, 0, 1, &w->sh_gate_inp));
+    if (hp->shexp == MOE_SHEXP_NONE) return BRAID_OK;
+    if (hp->shexp == MOE_SHEXP_GATED) BD_TRY(bd_bind_layer(l, il, "ffn_gate_inp_shexp.weight", E, 1, 0, 1, &w->sh_gate_inp));
     BD_TRY(bd_bind_layer(l, il, "ffn_gate_shexp.weight", E, fs, 0, 1, &w->sh_gate));
     BD_TRY(bd_bind_layer(l, il, "ffn_up_shexp.weight", E, fs, 0, 1, &w->sh_up));
     BD_TRY(bd_bind_layer(l, il, "ffn_down_shexp.weight", fs, E, 0, 1, &w->sh_down));
@@ -261,8 +263,11 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
 
     /* What reads u alone: the router and the shared expert's scalar gate, then its gate and up (one dispatch). */
     moe_gates(tp, w, u, T, s.probs, s.sh_gate, wbuf);
-    if (hp->relu2) blk_matmul(tp, &w->sh_up, u, T, s.sh_u, wbuf);
-    else blk_matmul_multi(tp, (const bd_weight *[]){&w->sh_gate, &w->sh_up}, (float *[]){s.sh_g, s.sh_u}, 2, u, T, wbuf);
+    if (hp->shexp != MOE_SHEXP_NONE) {
+        if (hp->relu2) blk_matmul(tp, &w->sh_up, u, T, s.sh_u, wbuf);
+        else blk_matmul_multi(tp, (const bd_weight *[]){&w->sh_gate, &w->sh_up}, (float *[]){s.sh_g, s.sh_u}, 2, u, T,
+                              wbuf);
+    }
 
     /* Routing: p = softmax or sigmoid of the router logits per row, top-k, the weights as hp says. */
     for (int32_t t = 0; t < T; t++) {
@@ -348,17 +353,21 @@ void moe_ffn(bd_threadpool *tp, const moe_hparams *hp, const moe_weights *w, con
 
     bd_tap("ffn_moe_weighted", il, s.slot, k * E, T, k * E);
 
-    if (hp->relu2) { /* the shared expert, ungated: out = ((slot 0 + slot 1) + ...) + shared */
-        moe_relu2(s.act, s.sh_u, fs, fs, T);
-        blk_matmul(tp, &w->sh_down, s.act, T, out, wbuf);
-        bd_tap("ffn_shexp", il, out, E, T, E);
+    if (hp->shexp != MOE_SHEXP_GATED) { /* out = ((slot 0 + slot 1) + ...) (+ the ungated shared expert) */
+        const int sh = hp->shexp == MOE_SHEXP_PLAIN;
+        if (sh) {
+            if (hp->relu2) moe_relu2(s.act, s.sh_u, fs, fs, T);
+            else moe_act(tp, s.act, s.sh_g, s.sh_u, fs, fs, T);
+            blk_matmul(tp, &w->sh_down, s.act, T, out, wbuf);
+            bd_tap("ffn_shexp", il, out, E, T, E);
+        }
         for (int32_t t = 0; t < T; t++) {
             float *o = out + (size_t)t * E;
             const float *sl = s.slot + (size_t)t * k * E;
             for (int64_t c = 0; c < E; c++) {
                 float acc = sl[c];
                 for (int32_t j = 1; j < k; j++) acc += sl[(size_t)j * E + c];
-                o[c] = acc + o[c];
+                o[c] = sh ? acc + o[c] : acc;
             }
         }
         return;

@@ -31,9 +31,11 @@ typedef struct moe_hparams {
     uint32_t sigmoid;       /* gating: 0 softmax, 1 sigmoid with a selection bias (exp_probs_b) */
     uint32_t norm_w;        /* renormalize the chosen weights (expert_weights_norm) */
     float w_scale;          /* multiply the weights (expert_weights_scale); 0 or 1: not */
-    uint32_t relu2;         /* experts and shared expert ungated relu² (W_down·relu(W_up·x)²) instead of SwiGLU, the
-                               shared expert not gated */
+    uint32_t relu2;         /* experts and shared expert ungated relu² (W_down·relu(W_up·x)²) instead of SwiGLU */
+    uint32_t shexp;         /* shared expert: MOE_SHEXP_NONE, _GATED (times sigmoid(w_sh·x)) or _PLAIN (added) */
 } moe_hparams;
+
+enum { MOE_SHEXP_NONE = 0, MOE_SHEXP_GATED = 1, MOE_SHEXP_PLAIN = 2 };
 
 /* One layer's weights. Expert tensors are stacks bound by bd_bind_layer3: the bd_weight is expert 0 and expert
  * e is e * n_out rows further (moe_expert). */

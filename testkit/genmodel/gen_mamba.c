@@ -242,3 +242,95 @@ const gen_arch gen_arch_nemotron_h_moe = {
     .check = nhm_check,
     .describe = nhm_describe,
 };
+
+/* ---- granitehybrid ------------------------------------------------------------------------------------- */
+
+/* Granite-4.0-H: 'M' Mamba2 / '*' NoPE attention layers, each with a SwiGLU FFN (dense, or with --experts a
+ * softmax MoE plus an ungated shared expert of --ff-shexp), and the four µP scalars (archs-more.md §3). */
+static braid_status gh_check(gen_shape *s) {
+    BD_TRY(nh_check_kinds(s, "granitehybrid", "M*"));
+    if (s->ssm_inner != 2 * s->n_embd)
+        return bd_error(BRAID_E_INVALID, "granitehybrid: inner (%lld) must be 2 * embd (%lld)",
+                        (long long)s->ssm_inner, (long long)s->n_embd);
+    if (s->n_expert > 0 && (s->n_expert_used <= 0 || s->n_expert_used > s->n_expert))
+        return bd_error(BRAID_E_INVALID, "granitehybrid: experts %lld choose %lld", (long long)s->n_expert,
+                        (long long)s->n_expert_used);
+    return BRAID_OK;
+}
+
+static braid_status gh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    const int64_t E = s->n_embd, hd = s->head_dim, nh = s->n_head, nkv = s->n_head_kv, L = s->n_layer;
+    const int moe = s->n_expert > 0;
+    int32_t *kv = bd_mallocn((size_t)L, sizeof *kv);
+    if (!kv) return bd_error(BRAID_E_NOMEM, "gen-model: out of memory");
+    for (int64_t il = 0; il < L; il++) kv[il] = nh_kind(s, il) == '*' ? (int32_t)nkv : 0;
+    braid_status st = gen_key_u32(p, "context_length", (uint32_t)s->n_ctx);
+    if (st == BRAID_OK) st = gen_key_u32(p, "embedding_length", (uint32_t)E);
+    if (st == BRAID_OK) st = gen_key_u32(p, "block_count", (uint32_t)L);
+    if (st == BRAID_OK) st = mixer_keys(s, p);
+    if (st == BRAID_OK) st = gen_key_u32(p, "feed_forward_length", (uint32_t)s->n_ff);
+    if (st == BRAID_OK) st = gen_key_u32(p, "attention.head_count", (uint32_t)nh);
+    if (st == BRAID_OK) st = gen_key_i32_array(p, "attention.head_count_kv", kv, (uint64_t)L);
+    if (st == BRAID_OK) st = gen_key_u32(p, "attention.key_length", (uint32_t)hd);
+    if (st == BRAID_OK) st = gen_key_u32(p, "attention.value_length", (uint32_t)hd);
+    if (st == BRAID_OK) st = gen_key_f32(p, "attention.layer_norm_rms_epsilon", s->eps);
+    /* Granite-4.0-H-like multipliers */
+    if (st == BRAID_OK) st = gen_key_f32(p, "embedding_scale", 12.0f);
+    if (st == BRAID_OK) st = gen_key_f32(p, "residual_scale", 0.22f);
+    if (st == BRAID_OK) st = gen_key_f32(p, "attention.scale", 0.0078125f);
+    if (st == BRAID_OK) st = gen_key_f32(p, "logit_scale", 4.0f);
+    if (st == BRAID_OK) st = gen_key_bool(p, "rope.scaling.finetuned", 0);
+    if (moe) {
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_count", (uint32_t)s->n_expert);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_used_count", (uint32_t)s->n_expert_used);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_shared_feed_forward_length", (uint32_t)(s->n_ff_shexp > 0 ? s->n_ff_shexp : 0));
+    }
+    bd_free(kv);
+    BD_TRY(st);
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "token_embd.weight"));
+    for (int l = 0; l < (int)L; l++) {
+        BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.attn_norm.weight", l));
+        if (nh_kind(s, l) == 'M') {
+            BD_TRY(mixer_tensors(s, p, l));
+        } else {
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nh, "blk.%d.attn_q.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_k.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_v.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, hd * nh, E, "blk.%d.attn_output.weight", l));
+        }
+        BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.ffn_norm.weight", l));
+        if (moe) {
+            const int64_t ne = s->n_expert, ff = s->n_ff;
+            BD_TRY(gen_tensor(p, GEN_F32MAT, E, ne, "blk.%d.ffn_gate_inp.weight", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_gate_exps.weight", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_up_exps.weight", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, ff, E, ne, "blk.%d.ffn_down_exps.weight", l));
+            if (s->n_ff_shexp > 0) {
+                BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff_shexp, "blk.%d.ffn_gate_shexp.weight", l));
+                BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff_shexp, "blk.%d.ffn_up_shexp.weight", l));
+                BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff_shexp, E, "blk.%d.ffn_down_shexp.weight", l));
+            }
+        } else {
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_gate.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_up.weight", l));
+            BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff, E, "blk.%d.ffn_down.weight", l));
+        }
+    }
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "output_norm.weight"));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "output.weight"));
+    return BRAID_OK;
+}
+
+const gen_arch gen_arch_granitehybrid = {
+    .name = "granitehybrid",
+    .presets =
+        {
+            [GEN_PRESET_TINY] = NH_PRESET(4, 64, 128, 4, 2, 16, 128, 16, 4, 1, "MM*M"),
+            [GEN_PRESET_SMALL] = NH_PRESET(6, 128, 256, 4, 2, 32, 256, 32, 8, 1, "MM*MM*"),
+            [GEN_PRESET_MEDIUM] = NH_PRESET(8, 256, 768, 4, 2, 64, 512, 64, 8, 1, "MMM*"),
+            /* ~0.55B with the untied output: Granite-4.0-H's one attention layer in ten, here one in eight */
+            [GEN_PRESET_05B] = NH_PRESET(24, 1024, 2048, 16, 4, 64, 2048, 128, 32, 1, "MMMMMMM*"),
+        },
+    .check = gh_check,
+    .describe = gh_describe,
+};
