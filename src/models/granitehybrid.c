@@ -259,11 +259,14 @@ static braid_status gh_forward(const void *data, const bd_fwd_scratch *sc, bd_th
         const gh_layer *L = &m->layers[il];
         for (int32_t t = 0; t < T; t++)
             bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->attn_norm.data, E, hp->eps);
+        bd_tap("attn_norm", (int)il, s.u, E, T, E);
         if (L->recurrent) layer_mamba2_mix(tp, &L->mixer, &hp->ssm, &s.mix, s.wbuf, b, mem, L->slot, (int)il, s.u, s.u);
         else layer_attention(tp, &L->attn, &m->ash, &s.att, s.wbuf, b, mem, L->slot, (int)il, s.u, s.u);
         add_scaled(s.x, s.u, hp->s_resid, (int64_t)T * E);
+        bd_tap("ffn_inp", (int)il, s.x, E, T, E);
         for (int32_t t = 0; t < T; t++)
             bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->ffn_norm.data, E, hp->eps);
+        bd_tap("ffn_norm", (int)il, s.u, E, T, E);
         if (m->moe.n_expert) moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf, (int)il);
         else layer_ffn_swiglu(tp, &L->ffn, s.u, T, s.f, s.ff_g, s.ff_u, s.wbuf, (int)il);
         add_scaled(s.x, s.f, hp->s_resid, (int64_t)T * E);

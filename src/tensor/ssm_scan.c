@@ -2,7 +2,8 @@
  * per token and head, Δ = softplus(dt + dt_bias), dA = expf(Δ·A); for each channel p the state row s[h][p][·]
  * becomes s·dA + B·(x_p·Δ) (a multiply and an add, as ggml's Mamba-2 branch) and y_p = Σ_n s·C. The
  * skip D·x is added afterwards (ggml adds it as a separate op). Heads are split across threads; each state
- * row (N floats) is vectorised on AVX-512 / AVX2 when N allows. */
+ * row (N floats) follows ggml's x86 SIMD structure (scan_row_* below), so the bits match the variant llama.cpp
+ * loads for the same SIMD level. */
 #include <math.h>
 #include <string.h>
 
@@ -22,41 +23,67 @@ typedef struct scan_job {
     float *const *snap;
 } scan_job;
 
-/* One state row: s = s·dA + B·xdt, returns Σ s·C. */
-static float scan_row_scalar(float *s, const float *B, const float *C, int N, float dA, float xdt) {
-    float sum = 0.0f;
-    for (int n = 0; n < N; n++) {
-        const float v = (s[n] * dA) + (B[n] * xdt);
-        sum += v * C[n];
+/* One state row: s = s·dA + B·xdt, returns Σ s·C, in ggml's x86 order (ops.cpp, Mamba-2 branch of
+ * ggml_compute_forward_ssm_scan_f32): the first N & ~(STEP-1) elements in SIMD steps of 4 vectors with one
+ * accumulator each (sum[j] += s·C as one FMA), reduced pairwise (0+2, 1+3, then 0+1) and across lanes, then the
+ * rest one by one into that float. In the scalar tail ggml's compiler fuses one product of each expression:
+ * s = fma(s0, dA, B·xdt), sum = fma(s, C, sum). The portable path is that tail over the whole row. */
+static float scan_tail(float *s, const float *B, const float *C, int n0, int N, float dA, float xdt, float sum) {
+    for (int n = n0; n < N; n++) {
+        const float v = fmaf(s[n], dA, B[n] * xdt);
+        sum = fmaf(v, C[n], sum);
         s[n] = v;
     }
     return sum;
 }
 
+static float scan_row_scalar(float *s, const float *B, const float *C, int N, float dA, float xdt) {
+    return scan_tail(s, B, C, 0, N, dA, xdt, 0.0f);
+}
+
 #if BD_HAVE_X86
 BD_TARGET_AVX512 static float scan_row_avx512(float *s, const float *B, const float *C, int N, float dA, float xdt) {
-    const __m512 a = _mm512_set1_ps(dA), b = _mm512_set1_ps(xdt);
-    __m512 acc = _mm512_setzero_ps();
-    for (int n = 0; n < N; n += 16) {
-        __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(s + n), a), _mm512_mul_ps(_mm512_loadu_ps(B + n), b));
-        acc = _mm512_fmadd_ps(v, _mm512_loadu_ps(C + n), acc);
-        _mm512_storeu_ps(s + n, v);
+    const int np = N & ~63; /* GGML_F32_STEP: 4 vectors of 16 */
+    float sum = 0.0f;
+    if (np) {
+        const __m512 a = _mm512_set1_ps(dA), b = _mm512_set1_ps(xdt);
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        for (int n = 0; n < np; n += 64)
+            for (int j = 0; j < 4; j++) {
+                const int k = n + 16 * j;
+                const __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(s + k), a, _mm512_mul_ps(_mm512_loadu_ps(B + k), b));
+                acc[j] = _mm512_fmadd_ps(v, _mm512_loadu_ps(C + k), acc[j]);
+                _mm512_storeu_ps(s + k, v);
+            }
+        acc[0] = _mm512_add_ps(acc[0], acc[2]);
+        acc[1] = _mm512_add_ps(acc[1], acc[3]);
+        acc[0] = _mm512_add_ps(acc[0], acc[1]);
+        sum = _mm512_reduce_add_ps(acc[0]);
     }
-    return _mm512_reduce_add_ps(acc);
+    return scan_tail(s, B, C, np, N, dA, xdt, sum);
 }
 
 BD_TARGET_AVX2 static float scan_row_avx2(float *s, const float *B, const float *C, int N, float dA, float xdt) {
-    const __m256 a = _mm256_set1_ps(dA), b = _mm256_set1_ps(xdt);
-    __m256 acc = _mm256_setzero_ps();
-    for (int n = 0; n < N; n += 8) {
-        __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(s + n), a), _mm256_mul_ps(_mm256_loadu_ps(B + n), b));
-        acc = _mm256_fmadd_ps(v, _mm256_loadu_ps(C + n), acc);
-        _mm256_storeu_ps(s + n, v);
+    const int np = N & ~31; /* GGML_F32_STEP: 4 vectors of 8 */
+    float sum = 0.0f;
+    if (np) {
+        const __m256 a = _mm256_set1_ps(dA), b = _mm256_set1_ps(xdt);
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int n = 0; n < np; n += 32)
+            for (int j = 0; j < 4; j++) {
+                const int k = n + 8 * j;
+                const __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(s + k), a, _mm256_mul_ps(_mm256_loadu_ps(B + k), b));
+                acc[j] = _mm256_fmadd_ps(v, _mm256_loadu_ps(C + k), acc[j]);
+                _mm256_storeu_ps(s + k, v);
+            }
+        acc[0] = _mm256_add_ps(acc[0], acc[2]);
+        acc[1] = _mm256_add_ps(acc[1], acc[3]);
+        acc[0] = _mm256_add_ps(acc[0], acc[1]);
+        const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(acc[0]), _mm256_extractf128_ps(acc[0], 1));
+        const __m128 t1 = _mm_hadd_ps(t0, t0);
+        sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
     }
-    __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
-    r = _mm_add_ss(r, _mm_movehdup_ps(r));
-    return _mm_cvtss_f32(r);
+    return scan_tail(s, B, C, np, N, dA, xdt, sum);
 }
 #endif
 
@@ -68,8 +95,8 @@ static void scan_task(void *p, int ith, int nth) {
     scan_row_fn fn = scan_row_scalar;
 #if BD_HAVE_X86
     int lv = bd_simd();
-    if (lv == BD_SIMD_AVX512 && N % 16 == 0) fn = scan_row_avx512;
-    else if (lv >= BD_SIMD_AVX2 && N % 8 == 0) fn = scan_row_avx2;
+    if (lv == BD_SIMD_AVX512) fn = scan_row_avx512;
+    else if (lv >= BD_SIMD_AVX2) fn = scan_row_avx2;
 #endif
     const size_t hs = (size_t)P * (size_t)N;
     const int heads_per_group = j->H / j->G;

@@ -434,20 +434,15 @@ static const struct {
     uint32_t type;
     int exact;
 } quant_rows[] = {
-    {"qwen35moe", "small", BRAID_TYPE_Q8_0, 0}, {"qwen3next", "small", BRAID_TYPE_Q8_0, 0},
-    {"qwen35moe", "medium", BRAID_TYPE_Q4_K, 0}, {"qwen3next", "medium", BRAID_TYPE_Q4_K, 0},
+    {"qwen35moe", "small", BRAID_TYPE_Q8_0, 1}, {"qwen3next", "small", BRAID_TYPE_Q8_0, 1},
+    {"qwen35moe", "medium", BRAID_TYPE_Q4_K, 1}, {"qwen3next", "medium", BRAID_TYPE_Q4_K, 1},
     {"mamba2", "small", BRAID_TYPE_Q8_0, 1}, {"mamba2", "small", BRAID_TYPE_Q4_K, 1},
     {"mamba2", "small", BRAID_TYPE_Q6_K, 1}, {"nemotron_h", "small", BRAID_TYPE_Q8_0, 1},
     {"nemotron_h", "small", BRAID_TYPE_Q4_K, 1}, {"lfm2", "small", BRAID_TYPE_Q8_0, 1},
     {"lfm2", "medium", BRAID_TYPE_Q4_K, 1}, {"lfm2", "medium", BRAID_TYPE_Q6_K, 1},
-    /* not here: nemotron_h small Q6_K, where braid's prefill is bit-identical on 37 of 80 rows only (top-1
-     * 79/80, greedy 26 of 40 on average; llama.cpp agrees with itself exactly). Its Q6_K matrices are ssm_out
-     * (bit-identical in the mamba2 row) and ffn_down, whose input is relu²: non-negative, so every Q8_K level
-     * is <= 0. A kernel question for tensor/, open in issue 10's note. Not here either: nemotron_h_moe (F32
-     * agrees to 9.3e-7), whose Q8_0 small rows are bit-identical on 49 of 80 and Q4_K medium on 6 of 80 (greedy
-     * 29 and 21.5 of 40 on average; llama.cpp agrees with itself exactly on Q8_0), and granitehybrid (F32 agrees
-     * to 4.2e-7), dense small Q8_0 bit-identical on 63 of 80 rows and medium Q4_K on 9 of 80 (top-1 79/80 each,
-     * greedy 27.5 and 33.5 of 40 on average): open, same note. */
+    {"nemotron_h", "small", BRAID_TYPE_Q6_K, 1}, {"nemotron_h_moe", "small", BRAID_TYPE_Q8_0, 1},
+    {"nemotron_h_moe", "medium", BRAID_TYPE_Q4_K, 1}, {"granitehybrid", "small", BRAID_TYPE_Q8_0, 1},
+    {"granitehybrid", "medium", BRAID_TYPE_Q4_K, 1},
 };
 
 int main(void) {
