@@ -12,6 +12,7 @@ static const bd_arch *const archs[] = {
     &bd_arch_nemotron_h,
     &bd_arch_nemotron_h_moe,
     &bd_arch_lfm2,
+    &bd_arch_lfm2moe,
     &bd_arch_granitehybrid,
 };
 

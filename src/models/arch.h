@@ -110,7 +110,7 @@ const bd_arch *bd_arch_find(const char *name, size_t len);
 extern const bd_arch bd_arch_qwen35, bd_arch_qwen35moe, bd_arch_qwen3next; /* qwen35.c: one family */
 extern const bd_arch bd_arch_mamba2;     /* mamba2.c */
 extern const bd_arch bd_arch_nemotron_h, bd_arch_nemotron_h_moe; /* nemotron_h.c: one family */
-extern const bd_arch bd_arch_lfm2;       /* lfm2.c */
+extern const bd_arch bd_arch_lfm2, bd_arch_lfm2moe; /* lfm2.c: one family */
 extern const bd_arch bd_arch_granitehybrid; /* granitehybrid.c */
 
 #endif

@@ -1,5 +1,7 @@
-/* lfm2.c — Liquid LFM2 (architectures.md §3): short-convolution layers braided with attention layers (per-head
- * Q/K RMSNorm, NEOX RoPE over the whole head), each followed by a SwiGLU FFN:
+/* lfm2.c — Liquid LFM2 (architectures.md §3) and LFM2-MoE (lfm2moe, archs-more.md §5): short-convolution layers
+ * braided with attention layers (per-head Q/K RMSNorm, NEOX RoPE over the whole head), each followed by a
+ * SwiGLU FFN — in lfm2moe, after leading_dense_block_count dense layers, moe.h's MoE instead (routing by
+ * expert_gating_func with a selection bias, renormalized weights, SwiGLU experts, no shared expert):
  *
  *     x = token_embd[tokens]
  *     for each layer: h = x + Op(RMSNorm(x; attn_norm)); x = h + SwiGLU(RMSNorm(h; ffn_norm))
@@ -17,12 +19,14 @@
 #include "models/arch.h"
 #include "models/layers.h"
 #include "models/loader.h"
+#include "models/moe.h"
 #include "tensor/ops.h"
 #include "tensor/tap.h"
 
 typedef struct lf_hparams {
     uint32_t n_ctx_train, n_embd, n_layer, n_vocab, n_ff;
     uint32_t n_head, n_head_kv, head_dim, l_cache;
+    uint32_t n_dense_lead; /* lfm2moe: layers before this one are dense */
     float eps, freq_base;
 } lf_hparams;
 
@@ -35,10 +39,15 @@ typedef struct lf_layer {
     bd_weight conv_w;    /* [n_embd][L] F32 */
     bd_weight out_proj;  /* [n_embd][n_embd] */
     layer_ffn ffn;
+    moe_weights moe;
+    int is_moe;
 } lf_layer;
 
 typedef struct lfm2 {
+    const char *name;      /* "lfm2" or "lfm2moe" */
+    int moe_arch;
     lf_hparams hp;
+    moe_hparams moe;
     bd_rope rope;
     layer_attn_shape ash;
     uint8_t *is_conv;      /* [n_layer] */
@@ -100,6 +109,26 @@ static braid_status lf_load_hparams(lfm2 *m, bd_loader *l) {
     if (hp->n_head_kv && hp->n_head % hp->n_head_kv)
         return bd_error(BRAID_E_FORMAT, "lfm2: head_count %u is not a multiple of head_count_kv %u", hp->n_head,
                         hp->n_head_kv);
+    hp->n_dense_lead = hp->n_layer;
+    if (m->moe_arch) {
+        hp->n_dense_lead = 0;
+        BD_TRY(bd_key_u32(l, "leading_dense_block_count", 0, &hp->n_dense_lead));
+        uint32_t gating = 0, *ffe = bd_calloc(hp->n_layer, sizeof *ffe);
+        if (!ffe) return bd_error(BRAID_E_NOMEM, "lfm2moe: out of memory");
+        st = bd_key_u32_per_layer(l, "expert_feed_forward_length", hp->n_layer, 1, ffe, &found);
+        bd_free(ffe);
+        BD_TRY(st);
+        BD_TRY(bd_key_u32(l, "expert_gating_func", 1, &gating));
+        if (gating != 1 && gating != 2) /* llama.cpp's enum: 1 softmax, 2 sigmoid */
+            return bd_error(BRAID_E_UNSUPPORTED, "lfm2moe: expert_gating_func %u (braid has softmax 1, sigmoid 2)",
+                            gating);
+        if (hp->n_dense_lead > hp->n_layer)
+            return bd_error(BRAID_E_FORMAT, "lfm2moe: leading_dense_block_count %u > block_count %u",
+                            hp->n_dense_lead, hp->n_layer);
+        BD_TRY(moe_load_hparams(l, hp->n_layer, hp->n_layer, hp->n_ff, &m->moe));
+        m->moe.sigmoid = gating == 2, m->moe.sel_bias = 1, m->moe.norm_w = 1, m->moe.w_scale = 0.0f;
+        m->moe.relu2 = 0, m->moe.shexp = MOE_SHEXP_NONE, m->moe.n_ff_shexp = 0;
+    }
     m->rope = (bd_rope){.mode = BD_ROPE_NEOX, .n_rot = (int)hp->head_dim, .freq_base = hp->freq_base,
                         .freq_scale = 1.0f, .attn_factor = 1.0f};
     m->ash = (layer_attn_shape){.n_head = (int32_t)hp->n_head, .n_head_kv = (int32_t)hp->n_head_kv,
@@ -126,16 +155,21 @@ static braid_status lf_bind(lfm2 *m, bd_loader *l) {
         } else {
             BD_TRY(layer_attn_bind(l, (int)il, E, &m->ash, LAYER_QK_NORM_REQUIRED, LAYER_OUT_BIAS_NONE, &L->attn));
         }
-        BD_TRY(layer_ffn_bind(l, (int)il, E, hp->n_ff, 1, 0, &L->ffn));
+        L->is_moe = m->moe_arch && il >= hp->n_dense_lead;
+        if (L->is_moe) BD_TRY(moe_bind(l, (int)il, E, &m->moe, &L->moe));
+        else BD_TRY(layer_ffn_bind(l, (int)il, E, hp->n_ff, 1, 0, &L->ffn));
     }
     return bd_loader_finish(l, (int)hp->n_layer);
 }
 
-static braid_status lf_load(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+static braid_status lf_load(const gguf_file *f, int32_t n_vocab, const char *name, void **data,
+                            bd_mem_layout *layout) {
     lfm2 *m = bd_calloc(1, sizeof *m);
     if (!m) return bd_error(BRAID_E_NOMEM, "lfm2: out of memory");
+    m->name = name;
+    m->moe_arch = !strcmp(name, "lfm2moe");
     bd_loader l;
-    braid_status st = bd_loader_init(&l, f, "lfm2");
+    braid_status st = bd_loader_init(&l, f, name);
     if (st == BRAID_OK) st = lf_load_hparams(m, &l);
     if (st == BRAID_OK && n_vocab <= 0) st = bd_error(BRAID_E_FORMAT, "lfm2: the vocabulary is empty");
     const lf_hparams *hp = &m->hp;
@@ -144,7 +178,7 @@ static braid_status lf_load(const gguf_file *f, int32_t n_vocab, void **data, bd
         m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
         m->attn_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
         m->recr_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->fp_len = sizeof m->hp + hp->n_layer;
+        m->fp_len = sizeof m->hp + sizeof m->moe + hp->n_layer;
         m->fp_bytes = bd_malloc(m->fp_len);
         if (!m->layers || !m->attn_layer || !m->recr_layer || !m->fp_bytes)
             st = bd_error(BRAID_E_NOMEM, "lfm2: out of memory");
@@ -170,7 +204,8 @@ static braid_status lf_load(const gguf_file *f, int32_t n_vocab, void **data, bd
     layout->n_conv = (int64_t)(hp->l_cache - 1) * hp->n_embd;
     layout->n_ssm = 0;
     memcpy(m->fp_bytes, &m->hp, sizeof m->hp);
-    memcpy(m->fp_bytes + sizeof m->hp, m->is_conv, hp->n_layer);
+    memcpy(m->fp_bytes + sizeof m->hp, &m->moe, sizeof m->moe);
+    memcpy(m->fp_bytes + sizeof m->hp + sizeof m->moe, m->is_conv, hp->n_layer);
     *data = m;
     return BRAID_OK;
 }
@@ -189,6 +224,7 @@ typedef struct lf_scratch {
     float *y;             /* [T][n_embd] conv output, then C ⊙ conv */
     float *ff_g, *ff_u;   /* [T][n_ff] */
     float **snap;         /* [T] */
+    void *moe;            /* lfm2moe: moe_scratch_size */
     layer_attn_scratch att;
     void *wbuf;
 } lf_scratch;
@@ -204,11 +240,12 @@ static void lf_carve(const lfm2 *m, bd_arena *a, int32_t T, int32_t n_ctx, int32
     s->ff_g = bd_arena_floats(a, (size_t)T * hp->n_ff);
     s->ff_u = bd_arena_floats(a, (size_t)T * hp->n_ff);
     s->snap = bd_arena_take(a, (size_t)2 * T * sizeof(float *));
+    s->moe = m->moe_arch ? bd_arena_take(a, moe_scratch_size(&m->moe, hp->n_embd, T)) : NULL;
     layer_attn_carve(a, &m->ash, T, n_ctx, n_threads, &s->att);
     size_t w = blk_matmul_wsize(m->output.type, m->output.n_in, T);
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const lf_layer *L = &m->layers[il];
-        size_t lw = layer_ffn_wsize(&L->ffn, T);
+        size_t lw = L->is_moe ? moe_wsize(&L->moe, T) : layer_ffn_wsize(&L->ffn, T);
         if (L->conv) {
             const size_t a1 = blk_matmul_wsize(L->in_proj.type, L->in_proj.n_in, T);
             const size_t a2 = blk_matmul_wsize(L->out_proj.type, L->out_proj.n_in, T);
@@ -276,7 +313,8 @@ static braid_status lf_forward(const void *data, const bd_fwd_scratch *sc, bd_th
         bd_add(s.x, s.x, s.u, (int64_t)T * E);
         for (int32_t t = 0; t < T; t++)
             bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->ffn_norm.data, E, hp->eps);
-        layer_ffn_swiglu(tp, &L->ffn, s.u, T, s.f, s.ff_g, s.ff_u, s.wbuf, (int)il);
+        if (L->is_moe) moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf, (int)il);
+        else layer_ffn_swiglu(tp, &L->ffn, s.u, T, s.f, s.ff_g, s.ff_u, s.wbuf, (int)il);
         bd_add(s.x, s.x, s.f, (int64_t)T * E);
         bd_tap("l_out", (int)il, s.x, E, T, E);
     }
@@ -293,13 +331,17 @@ static void lf_rerotate_k(const void *data, float *k_row, const braid_pos *old_p
     bd_rope_apply(&m->rope, cs, k_row, m->hp.n_head_kv, m->hp.head_dim);
 }
 
-const bd_arch bd_arch_lfm2 = {
-    .name = "lfm2",
-    .load = lf_load,
-    .free_data = lf_free,
-    .n_embd = lf_n_embd,
-    .hparams_bytes = lf_hparams_bytes,
-    .scratch_size = lf_scratch_size,
-    .forward = lf_forward,
-    .rerotate_k = lf_rerotate_k,
-};
+static braid_status lf_load_dense(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    return lf_load(f, n_vocab, "lfm2", data, layout);
+}
+static braid_status lf_load_moe(const gguf_file *f, int32_t n_vocab, void **data, bd_mem_layout *layout) {
+    return lf_load(f, n_vocab, "lfm2moe", data, layout);
+}
+
+/* One family, two names. */
+#define LF_ARCH(sym, arch_name, loader)                                                                          \
+    const bd_arch sym = {.name = arch_name, .load = loader, .free_data = lf_free, .n_embd = lf_n_embd,             \
+                         .hparams_bytes = lf_hparams_bytes, .scratch_size = lf_scratch_size, .forward = lf_forward, \
+                         .rerotate_k = lf_rerotate_k}
+LF_ARCH(bd_arch_lfm2, "lfm2", lf_load_dense);
+LF_ARCH(bd_arch_lfm2moe, "lfm2moe", lf_load_moe);

@@ -63,7 +63,7 @@ braid_status moe_bind(bd_loader *l, int il, int64_t E, const moe_hparams *hp, mo
     const int64_t ne = hp->n_expert, ff = hp->n_ff_exp, fs = hp->n_ff_shexp;
     memset(w, 0, sizeof *w);
     BD_TRY(bd_bind_layer(l, il, "ffn_gate_inp.weight", E, ne, 0, 1, &w->router));
-    if (hp->sigmoid) BD_TRY(bd_bind_layer(l, il, "exp_probs_b.bias", ne, 1, 1, 1, &w->sel_bias));
+    if (hp->sel_bias) BD_TRY(bd_bind_layer(l, il, "exp_probs_b.bias", ne, 1, 1, 1, &w->sel_bias));
     if (hp->relu2) { /* ungated experts and shared expert */
         BD_TRY(bd_bind_layer3(l, il, "ffn_up_exps.weight", E, ff, ne, 0, 1, &w->up));
         BD_TRY(bd_bind_layer3(l, il, "ffn_down_exps.weight", ff, E, ne, 0, 1, &w->down));

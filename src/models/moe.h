@@ -33,6 +33,7 @@ typedef struct moe_hparams {
     float w_scale;          /* multiply the weights (expert_weights_scale); 0 or 1: not */
     uint32_t relu2;         /* experts and shared expert ungated relu² (W_down·relu(W_up·x)²) instead of SwiGLU */
     uint32_t shexp;         /* shared expert: MOE_SHEXP_NONE, _GATED (times sigmoid(w_sh·x)) or _PLAIN (added) */
+    uint32_t sel_bias;      /* a selection bias exp_probs_b.bias per layer (added to p for the choice only) */
 } moe_hparams;
 
 enum { MOE_SHEXP_NONE = 0, MOE_SHEXP_GATED = 1, MOE_SHEXP_PLAIN = 2 };

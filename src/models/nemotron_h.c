@@ -128,6 +128,7 @@ static braid_status nh_load_hparams(nemotron_h *m, bd_loader *l) {
     /* MoE (archs-more.md §2.1): sigmoid routing with a selection bias, relu² experts and shared expert */
     BD_TRY(moe_load_hparams(l, LA, L, n_ff_moe, &m->moe));
     m->moe.sigmoid = 1, m->moe.relu2 = 1, m->moe.norm_w = 0, m->moe.w_scale = 0.0f, m->moe.shexp = MOE_SHEXP_PLAIN;
+    m->moe.sel_bias = 1;
     char key[96];
     int norm = 0;
     snprintf(key, sizeof key, "%sexpert_weights_norm", l->arch);

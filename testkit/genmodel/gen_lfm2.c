@@ -44,7 +44,7 @@ static braid_status lfm2_check(gen_shape *s) {
     return BRAID_OK;
 }
 
-static braid_status lfm2_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+static braid_status lfm2_describe_any(const gen_shape *s, int64_t n_vocab, gen_plan *p, int moe) {
     const int64_t E = s->n_embd, hd = s->head_dim, nkv = s->n_head_kv, L = s->n_layer;
     int32_t *kv = bd_mallocn((size_t)L, sizeof *kv);
     if (!kv) return bd_error(BRAID_E_NOMEM, "gen-model: out of memory");
@@ -58,6 +58,13 @@ static braid_status lfm2_describe(const gen_shape *s, int64_t n_vocab, gen_plan 
     if (st == BRAID_OK) st = gen_key_u32(p, "shortconv.l_cache", (uint32_t)s->ssm_conv);
     if (st == BRAID_OK) st = gen_key_f32(p, "rope.freq_base", s->rope_base);
     if (st == BRAID_OK) st = gen_key_f32(p, "attention.layer_norm_rms_epsilon", s->eps);
+    if (moe) { /* lfm2moe: the first `interval` layers dense, the rest sigmoid-routed SwiGLU experts */
+        if (st == BRAID_OK) st = gen_key_u32(p, "leading_dense_block_count", (uint32_t)s->interval);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_count", (uint32_t)s->n_expert);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_used_count", (uint32_t)s->n_expert_used);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_feed_forward_length", (uint32_t)s->n_ff_exp);
+        if (st == BRAID_OK) st = gen_key_u32(p, "expert_gating_func", 2); /* sigmoid, as conversion/lfm2.py */
+    }
     bd_free(kv);
     BD_TRY(st);
     BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "token_embd.weight"));
@@ -76,12 +83,38 @@ static braid_status lfm2_describe(const gen_shape *s, int64_t n_vocab, gen_plan 
             BD_TRY(gen_tensor(p, GEN_MATRIX, E, E, "blk.%d.shortconv.out_proj.weight", l));
         }
         BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.ffn_norm.weight", l));
+        if (moe && l >= s->interval) {
+            const int64_t ne = s->n_expert, ff = s->n_ff_exp;
+            BD_TRY(gen_tensor(p, GEN_F32MAT, E, ne, "blk.%d.ffn_gate_inp.weight", l));
+            BD_TRY(gen_tensor(p, GEN_BIAS, ne, 0, "blk.%d.exp_probs_b.bias", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_gate_exps.weight", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_up_exps.weight", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, ff, E, ne, "blk.%d.ffn_down_exps.weight", l));
+            continue;
+        }
         BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_gate.weight", l));
         BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_up.weight", l));
         BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff, E, "blk.%d.ffn_down.weight", l));
     }
     BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "token_embd_norm.weight")); /* LFM2's final norm */
     BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "output.weight"));
+    return BRAID_OK;
+}
+
+static braid_status lfm2_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    return lfm2_describe_any(s, n_vocab, p, 0);
+}
+static braid_status lfm2moe_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    return lfm2_describe_any(s, n_vocab, p, 1);
+}
+
+static braid_status lfm2moe_check(gen_shape *s) {
+    BD_TRY(lfm2_check(s));
+    if (s->n_expert <= 0 || s->n_expert_used <= 0 || s->n_expert_used > s->n_expert || s->n_ff_exp <= 0 ||
+        s->interval < 0 || s->interval > s->n_layer)
+        return bd_error(BRAID_E_INVALID, "lfm2moe: experts %lld choose %lld, ff-exp %lld, dense lead %lld",
+                        (long long)s->n_expert, (long long)s->n_expert_used, (long long)s->n_ff_exp,
+                        (long long)s->interval);
     return BRAID_OK;
 }
 
@@ -97,4 +130,25 @@ const gen_arch gen_arch_lfm2 = {
         },
     .check = lfm2_check,
     .describe = lfm2_describe,
+};
+
+/* lfm2moe (LFM2-8B-A1B's shape, shrunk): --interval leading dense layers, the rest MoE */
+#define LFM2MOE_PRESET(layers, embd, ff, heads, kv, pat, lead, ne, k, ffe)                                      \
+    {.n_ctx = 4096, .n_layer = layers, .n_embd = embd, .n_ff = ff, .n_head = heads, .n_head_kv = kv,            \
+     .head_dim = GEN_UNSET, .n_rot = GEN_UNSET, .ssm_conv = 3, .ssm_state = GEN_UNSET, .ssm_groups = GEN_UNSET, \
+     .ssm_heads = GEN_UNSET, .ssm_inner = GEN_UNSET, .interval = lead, .rope_base = 1e6f, .eps = 1e-5f,         \
+     .pattern = pat, .n_expert = ne, .n_expert_used = k, .n_ff_exp = ffe}
+
+const gen_arch gen_arch_lfm2moe = {
+    .name = "lfm2moe",
+    .presets =
+        {
+            [GEN_PRESET_TINY] = LFM2MOE_PRESET(4, 64, 128, 4, 2, "CACC", 1, 8, 2, 32),
+            [GEN_PRESET_SMALL] = LFM2MOE_PRESET(6, 128, 384, 4, 2, "CCA", 2, 16, 4, 64),
+            [GEN_PRESET_MEDIUM] = LFM2MOE_PRESET(8, 256, 768, 4, 2, "CCAC", 2, 32, 4, 256),
+            /* ~1B total, ~0.35B active with this vocab and the untied output */
+            [GEN_PRESET_05B] = LFM2MOE_PRESET(16, 1024, 4608, 16, 8, "CCACCACCACACACAC", 2, 32, 4, 768),
+        },
+    .check = lfm2moe_check,
+    .describe = lfm2moe_describe,
 };
