@@ -14,6 +14,7 @@ static const bd_arch *const archs[] = {
     &bd_arch_lfm2,
     &bd_arch_lfm2moe,
     &bd_arch_granitehybrid,
+    &bd_arch_falcon_h1,
 };
 
 const bd_arch *bd_arch_find(const char *name, size_t len) {

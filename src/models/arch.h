@@ -112,5 +112,6 @@ extern const bd_arch bd_arch_mamba2;     /* mamba2.c */
 extern const bd_arch bd_arch_nemotron_h, bd_arch_nemotron_h_moe; /* nemotron_h.c: one family */
 extern const bd_arch bd_arch_lfm2, bd_arch_lfm2moe; /* lfm2.c: one family */
 extern const bd_arch bd_arch_granitehybrid; /* granitehybrid.c */
+extern const bd_arch bd_arch_falcon_h1;  /* falcon_h1.c */
 
 #endif

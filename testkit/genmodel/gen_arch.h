@@ -45,7 +45,7 @@ typedef struct gen_arch {
 
 extern const gen_arch gen_arch_qwen35, gen_arch_mamba2, gen_arch_nemotron_h, gen_arch_lfm2, gen_arch_llama,
     gen_arch_qwen3, gen_arch_qwen35moe, gen_arch_qwen3next, gen_arch_nemotron_h_moe, gen_arch_granitehybrid,
-    gen_arch_lfm2moe;
+    gen_arch_lfm2moe, gen_arch_falcon_h1;
 
 /* The qwen35 family (gen_qwen35.c), shared with gen_qwen3next.c: the shape checks of the dense trunk, and its
  * keys and tensors with the FFN and GDN parts the variant changes (0 qwen35, 1 qwen35moe, 2 qwen3next). */

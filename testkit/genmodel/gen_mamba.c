@@ -334,3 +334,70 @@ const gen_arch gen_arch_granitehybrid = {
     .check = gh_check,
     .describe = gh_describe,
 };
+
+/* ---- falcon-h1 ----------------------------------------------------------------------------------------- */
+
+/* Falcon-H1: every layer attention (NEOX RoPE, head_dim free) and a Mamba2 mixer side by side (d_inner free,
+ * grouped norm), then a SwiGLU FFN whose norm tensor has no .weight suffix (archs-more.md §4). */
+static braid_status fh_check(gen_shape *s) {
+    BD_TRY(mixer_check("falcon-h1", s));
+    BD_TRY(gen_check_positive("falcon-h1", "ff", s->n_ff));
+    BD_TRY(gen_check_positive("falcon-h1", "heads", s->n_head));
+    BD_TRY(gen_check_positive("falcon-h1", "heads-kv", s->n_head_kv));
+    BD_TRY(gen_check_positive("falcon-h1", "head-dim", s->head_dim));
+    if (s->n_head % s->n_head_kv || s->head_dim % 2)
+        return bd_error(BRAID_E_INVALID, "falcon-h1: heads %lld / kv %lld / head-dim %lld", (long long)s->n_head,
+                        (long long)s->n_head_kv, (long long)s->head_dim);
+    return BRAID_OK;
+}
+
+static braid_status fh_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p) {
+    const int64_t E = s->n_embd, hd = s->head_dim, nh = s->n_head, nkv = s->n_head_kv;
+    BD_TRY(gen_key_u32(p, "context_length", (uint32_t)s->n_ctx));
+    BD_TRY(gen_key_u32(p, "embedding_length", (uint32_t)E));
+    BD_TRY(gen_key_u32(p, "block_count", (uint32_t)s->n_layer));
+    BD_TRY(mixer_keys(s, p));
+    BD_TRY(gen_key_u32(p, "feed_forward_length", (uint32_t)s->n_ff));
+    BD_TRY(gen_key_u32(p, "attention.head_count", (uint32_t)nh));
+    BD_TRY(gen_key_u32(p, "attention.head_count_kv", (uint32_t)nkv));
+    BD_TRY(gen_key_u32(p, "attention.key_length", (uint32_t)hd));
+    BD_TRY(gen_key_u32(p, "attention.value_length", (uint32_t)hd));
+    BD_TRY(gen_key_f32(p, "attention.layer_norm_rms_epsilon", s->eps));
+    BD_TRY(gen_key_f32(p, "rope.freq_base", s->rope_base));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "token_embd.weight"));
+    for (int l = 0; l < (int)s->n_layer; l++) {
+        BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.attn_norm.weight", l));
+        BD_TRY(mixer_tensors(s, p, l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nh, "blk.%d.attn_q.weight", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_k.weight", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_v.weight", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, hd * nh, E, "blk.%d.attn_output.weight", l));
+        BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.ffn_norm", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_gate.weight", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_up.weight", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff, E, "blk.%d.ffn_down.weight", l));
+    }
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "output_norm.weight"));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "output.weight"));
+    return BRAID_OK;
+}
+
+#define FH_PRESET(layers, embd, ff, heads, kv, hd, inner, state, sheads, groups)                                \
+    {.n_ctx = 4096, .n_layer = layers, .n_embd = embd, .n_ff = ff, .n_head = heads, .n_head_kv = kv,            \
+     .head_dim = hd, .n_rot = GEN_UNSET, .ssm_conv = 4, .ssm_state = state, .ssm_groups = groups,                \
+     .ssm_heads = sheads, .ssm_inner = inner, .interval = GEN_UNSET, .rope_base = 1e11f, .eps = 1e-5f}
+
+const gen_arch gen_arch_falcon_h1 = {
+    .name = "falcon-h1",
+    .presets =
+        {
+            [GEN_PRESET_TINY] = FH_PRESET(2, 64, 128, 4, 2, 16, 128, 16, 4, 1),
+            /* head_dim * heads != n_embd and d_inner != 2 * n_embd, as the real models allow */
+            [GEN_PRESET_SMALL] = FH_PRESET(4, 128, 256, 4, 2, 48, 192, 32, 8, 2),
+            [GEN_PRESET_MEDIUM] = FH_PRESET(6, 256, 768, 8, 2, 32, 512, 64, 8, 2),
+            /* Falcon-H1-0.5B's shape: 36 layers, hidden 1024, 8 heads of 64 (2 KV), d_ssm 1536, 24 SSM heads */
+            [GEN_PRESET_05B] = FH_PRESET(36, 1024, 2048, 8, 2, 64, 1536, 128, 24, 1),
+        },
+    .check = fh_check,
+    .describe = fh_describe,
+};

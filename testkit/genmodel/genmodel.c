@@ -18,7 +18,8 @@
 static const gen_arch *const gen_archs[] = {&gen_arch_qwen35, &gen_arch_mamba2, &gen_arch_nemotron_h,
                                             &gen_arch_lfm2,  &gen_arch_llama,  &gen_arch_qwen3,
                                             &gen_arch_qwen35moe, &gen_arch_qwen3next, &gen_arch_nemotron_h_moe,
-                                            &gen_arch_granitehybrid, &gen_arch_lfm2moe};
+                                            &gen_arch_granitehybrid, &gen_arch_lfm2moe,
+                                            &gen_arch_falcon_h1};
 #define GEN_N_ARCHS (sizeof gen_archs / sizeof gen_archs[0])
 
 static const char *const preset_names[GEN_N_PRESETS + 1] = {"tiny", "small", "medium", "0.5b", NULL};

@@ -428,6 +428,8 @@ static model_case cases[] = {
     {"lfm2-small", "lfm2", "small", {0}, ROW_SHIFT_ORACLE | ROW_MEMORY}, /* C C A x 2 */
     {"lfm2moe-tiny", "lfm2moe", "tiny", {0}, ROW_SHIFT_ORACLE},   /* 1 dense + 3 MoE (8 choose 2), sigmoid */
     {"lfm2moe-small", "lfm2moe", "small", {0}, ROW_SHIFT_ORACLE | ROW_MEMORY}, /* 2 dense + 4 MoE (16 choose 4) */
+    {"falcon-h1-tiny", "falcon-h1", "tiny", {0}, ROW_SHIFT_ORACLE}, /* attention + Mamba2 on every layer */
+    {"falcon-h1-small", "falcon-h1", "small", {0}, ROW_SHIFT_ORACLE | ROW_MEMORY}, /* hd*heads != n_embd */
 };
 
 /* Quantized rows: exact = braid claims llama.cpp's bits for this CPU (the same float order). */
@@ -445,7 +447,8 @@ static const struct {
     {"nemotron_h", "small", BRAID_TYPE_Q6_K, 1}, {"nemotron_h_moe", "small", BRAID_TYPE_Q8_0, 1},
     {"nemotron_h_moe", "medium", BRAID_TYPE_Q4_K, 1}, {"granitehybrid", "small", BRAID_TYPE_Q8_0, 1},
     {"granitehybrid", "medium", BRAID_TYPE_Q4_K, 1}, {"lfm2moe", "small", BRAID_TYPE_Q8_0, 1},
-    {"lfm2moe", "medium", BRAID_TYPE_Q4_K, 1},
+    {"lfm2moe", "medium", BRAID_TYPE_Q4_K, 1}, {"falcon-h1", "small", BRAID_TYPE_Q8_0, 1},
+    {"falcon-h1", "medium", BRAID_TYPE_Q4_K, 1},
 };
 
 int main(void) {

@@ -121,7 +121,7 @@ static void check_arch(const char *dir, const char *arch) {
 int main(void) {
     char dir[] = "/tmp/braid_cancel_XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    const char *archs[] = {"qwen35", "mamba2", "nemotron_h", "nemotron_h_moe", "lfm2", "lfm2moe", "granitehybrid"};
+    const char *archs[] = {"qwen35", "mamba2", "nemotron_h", "nemotron_h_moe", "lfm2", "lfm2moe", "granitehybrid", "falcon-h1"};
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) check_arch(dir, archs[i]);
     rmdir(dir);
     TEST_MAIN_END();
