@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "memory_toy.h"
+#include "state_edit.h"
 #include "base/alloc.h"
 #include "base/hash.h"
 
@@ -23,36 +24,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         mem_state_save_alloc(M, -1, TOY_FUZZ_FP, "fuzz", &pristine, &n_pristine) != BRAID_OK)
         abort();
     return 0;
-}
-
-static uint64_t rd64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
-}
-
-/* Recomputes the header and section checksums in place (as far as the structure can be followed). */
-static void resign(uint8_t *d, size_t n) {
-    if (n < 28) return;
-    uint32_t dl;
-    memcpy(&dl, d + 24, 4);
-    if (dl > n - 28 || n - 28 - dl < 8) return;
-    bd_hasher h;
-    if (!bd_hasher_init(&h, 0)) return;
-    bd_hasher_update(&h, d, 28 + (size_t)dl);
-    uint64_t sum = bd_hasher_digest(&h);
-    bd_hasher_free(&h);
-    memcpy(d + 28 + dl, &sum, 8);
-    size_t off = 28 + (size_t)dl + 8;
-    while (n - off >= 16) {
-        uint32_t type;
-        memcpy(&type, d + off, 4);
-        uint64_t len = rd64(d + off + 8);
-        if (len > n - off - 16 || n - off - 16 - len < 8) return;
-        sum = bd_hash64(d + off + 16, (size_t)len, type);
-        memcpy(d + off + 16 + len, &sum, 8);
-        off += 16 + (size_t)len + 8;
-    }
 }
 
 static void check_unchanged(void) {
@@ -82,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!buf) return 0;
     for (int pass = 0; pass < 2; pass++) {
         memcpy(buf, data, size);
-        if (pass) resign(buf, size);
+        if (pass) state_reseal(buf, size);
         int32_t targets[2] = {-1, (int32_t)(size % toy_fuzz_layout.n_seq)};
         for (int k = 0; k < 2; k++) {
             if (mem_state_load(M, targets[k], TOY_FUZZ_FP, buf, size) == BRAID_OK)

@@ -191,7 +191,7 @@ static inline braid_status toy_fuzz_fill(mem *m) {
     mem_batch *mb;
     BD_TRY(mem_batch_begin(m, &b, 4, &mb));
     BD_TRY(toy_run(t, m, mb, -1));
-    BD_TRY(mem_seq_shift_pos(m, 0, 1, 3, 2));
+    BD_TRY(mem_seq_shift_pos(m, 0, 1, 7, 2));
     return BRAID_OK;
 }
 

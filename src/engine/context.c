@@ -73,6 +73,7 @@ braid_status braid_context_new(const braid_model *model, const braid_context_par
         .n_seq_max = p.n_seq_max,
         .n_pos_per_token = (uint32_t)(ly->n_pos_per_token ? ly->n_pos_per_token : 1),
         .n_embd = (uint32_t)model->n_embd,
+        .n_vocab = (uint32_t)model->n_vocab,
         .n_ctx = ly->n_attn ? p.n_ctx : 0,
         .kv_type = p.kv_type,
         .n_attn_layers = (uint32_t)ly->n_attn,

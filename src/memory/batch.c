@@ -219,6 +219,12 @@ braid_status mem_replay_new(mem *m, int kind, int32_t source, int32_t target, in
                             const float *src_blk, mem_batch **out) {
     *out = NULL;
     const mem_hist *h = &m->hist[source];
+    /* The history was checked when it was decoded or loaded; a replay still refuses an id the model has no
+     * embedding row for, because running one would read outside the token embedding matrix. */
+    for (int32_t i = from; i < to; i++)
+        if (h->tok[i] < -1 || (m->p.n_vocab && h->tok[i] >= 0 && (uint32_t)h->tok[i] >= m->p.n_vocab))
+            return bd_error(BRAID_E_FORMAT, "memory: replay of sequence %d: input %d holds token %d, not in 0..%u",
+                            source, i, h->tok[i], m->p.n_vocab - 1);
     int32_t n = to - from, nb = (int32_t)m->p.n_ubatch, n_ub = 1;
     for (int32_t i = from + 1, start = from; i < to; i++)
         if (replay_cut(h, i, start, nb)) n_ub++, start = i;

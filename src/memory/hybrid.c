@@ -136,7 +136,9 @@ braid_status mem_new(const mem_params *p, mem **out) {
         }
         if (!total) return bd_error(BRAID_E_INVALID, "memory: recurrent layers with an empty state");
     }
-    if (p->n_embd > (1u << 24)) return bd_error(BRAID_E_INVALID, "memory: n_embd %u", p->n_embd);
+    if (p->n_embd > (1u << 24)) return bd_error(BRAID_E_INVALID, "memory: n_embd %u not in 0..%u", p->n_embd, 1u << 24);
+    if (p->n_vocab > (uint32_t)INT32_MAX)
+        return bd_error(BRAID_E_INVALID, "memory: n_vocab %u not in 0..%d", p->n_vocab, INT32_MAX);
 
     mem *m = bd_calloc(1, sizeof *m);
     if (!m) return bd_error(BRAID_E_NOMEM, "memory: out of memory");
@@ -402,6 +404,23 @@ static braid_status edit_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_po
                                 op, s, i, (long long)v, MEM_POS_MAX);
         }
     }
+    /* A sequence's temporal positions never decrease (decode refuses that, a state load too); an edit keeps
+     * it so. Inside the range the order is kept (a shift and a floor division are monotone), so only the two
+     * edges can break it. */
+    if (i0 < i1) {
+        const braid_pos t0 = hist_pos(m, h, i0)[0], t1 = hist_pos(m, h, i1 - 1)[0];
+        const int64_t n0 = k ? (int64_t)t0 / k : (int64_t)t0 + d, n1 = k ? (int64_t)t1 / k : (int64_t)t1 + d;
+        if (i0 > 0 && n0 < hist_pos(m, h, i0 - 1)[0])
+            return bd_error(BRAID_E_RANGE,
+                            "memory: %s of sequence %d: input %d would get temporal position %lld, before input %d's "
+                            "%d (positions never decrease within a sequence)",
+                            op, s, i0, (long long)n0, i0 - 1, hist_pos(m, h, i0 - 1)[0]);
+        if (i1 < h->len && n1 > hist_pos(m, h, i1)[0])
+            return bd_error(BRAID_E_RANGE,
+                            "memory: %s of sequence %d: input %d would get temporal position %lld, after input %d's "
+                            "%d (positions never decrease within a sequence)",
+                            op, s, i1 - 1, (long long)n1, i1, hist_pos(m, h, i1)[0]);
+    }
     if (i0 == i1) return BRAID_OK;
     if (m->kv) {
         uint32_t need = kv_count_shared(m->kv, s, (uint32_t)i0, (uint32_t)i1);
@@ -557,6 +576,9 @@ braid_status mem_check(const mem *m) {
             ne += h->erow[i] >= 0;
         }
         if (ne != h->n_erow) return bd_error(BRAID_E_INVALID, "memory: seq %u: %d embedding rows, %d counted", s, h->n_erow, ne);
+        for (int32_t i = 1; i < h->len; i++)
+            if (hist_pos(m, h, i)[0] < hist_pos(m, h, i - 1)[0])
+                return bd_error(BRAID_E_INVALID, "memory: seq %u input %d: temporal position goes back", s, i);
         if (m->kv) {
             if ((int32_t)m->kv->len[s] != h->len)
                 return bd_error(BRAID_E_INVALID, "memory: seq %u: %u cells for %d inputs", s, m->kv->len[s], h->len);

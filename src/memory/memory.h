@@ -66,6 +66,8 @@ typedef struct mem_params {
     uint32_t n_seq_max;       /* sequences 0 .. n_seq_max-1 (1 .. MEM_SEQ_MAX) */
     uint32_t n_pos_per_token; /* 1, or 4 for M-RoPE (t, y, x, e) */
     uint32_t n_embd;          /* floats of an embedding input row (kept in the history for replay); 0 = tokens only */
+    uint32_t n_vocab;         /* token ids are 0 .. n_vocab-1 in batches, replays and loaded states (0: any id
+                               * >= 0, for a memory without a vocabulary) */
     /* attention half (n_attn_layers == 0: none) */
     uint32_t n_ctx;           /* cells shared by all sequences */
     braid_type kv_type;       /* BRAID_TYPE_F32 or BRAID_TYPE_F16 */
@@ -126,7 +128,9 @@ braid_status mem_seq_truncate(mem *m, int32_t s, int32_t n, mem_batch **replay);
  * its state keeps summarizing the dropped inputs (see mem_seq_approx_from). */
 braid_status mem_seq_remove(mem *m, int32_t s, int32_t i0, int32_t i1);
 /* Add d to (divide by k >= 1) the t, y, x position components of inputs [i0, i1); the e component is left. A
- * cell shared with another sequence is first copied (BRAID_E_FULL if no free cell). K rows become stale. */
+ * cell shared with another sequence is first copied (BRAID_E_FULL if no free cell). K rows become stale.
+ * BRAID_E_RANGE if a position would leave 0..MEM_POS_MAX or the temporal positions of s would decrease
+ * somewhere (they never do: decode, edits and state loads all keep them non-decreasing). */
 braid_status mem_seq_shift_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_pos d);
 braid_status mem_seq_div_pos(mem *m, int32_t s, int32_t i0, int32_t i1, int32_t k);
 /* dst (!= src) becomes the first n inputs of src: cells shared, history copied, recurrent state at n (live,

@@ -478,15 +478,25 @@ static braid_status parse(const mem *m, int32_t s, uint64_t fp, const void *data
         e->tok = pl;
         e->pos = pl + (size_t)e->len * 4;
         e->embd = e->pos + (size_t)e->len * np * 4;
+        /* What a decode would have refused cannot be in a state either: a token id this model has no row for
+         * (a later replay would read outside the embedding matrix), a position out of range, a temporal
+         * position before the previous input's. */
         int32_t ne = 0;
         for (int32_t i = 0; i < e->len && st == BRAID_OK; i++) {
             int32_t t = get_i32(e->tok + 4 * (size_t)i);
-            if (t < -1) st = bd_error(BRAID_E_FORMAT, "state: sequence %d input %d: token %d", e->id, i, t);
+            if (t < -1 || (m->p.n_vocab && t >= 0 && (uint32_t)t >= m->p.n_vocab))
+                st = bd_error(BRAID_E_FORMAT, "state: sequence %d input %d: token %d (ids are 0..%u, -1 an embedding)",
+                              e->id, i, t, m->p.n_vocab ? m->p.n_vocab - 1 : (uint32_t)INT32_MAX);
             ne += t == -1;
             for (uint32_t c = 0; c < np && st == BRAID_OK; c++) {
                 int32_t v = get_i32(e->pos + 4 * ((size_t)i * np + c));
-                if (v < 0 || v > MEM_POS_MAX) st = bd_error(BRAID_E_FORMAT, "state: sequence %d input %d: position %d", e->id, i, v);
+                if (v < 0 || v > MEM_POS_MAX)
+                    st = bd_error(BRAID_E_FORMAT, "state: sequence %d input %d: position %d not in 0..%d", e->id, i, v,
+                                  MEM_POS_MAX);
             }
+            if (st == BRAID_OK && i > 0 && get_i32(e->pos + 4 * (size_t)i * np) < get_i32(e->pos + 4 * (size_t)(i - 1) * np))
+                st = bd_error(BRAID_E_FORMAT, "state: sequence %d input %d: temporal position %d goes back from %d",
+                              e->id, i, get_i32(e->pos + 4 * (size_t)i * np), get_i32(e->pos + 4 * (size_t)(i - 1) * np));
         }
         if (st == BRAID_OK && ne != e->n_erow)
             st = bd_error(BRAID_E_FORMAT, "state: sequence %d: %d embedding inputs, %d rows", e->id, ne, e->n_erow);

@@ -80,8 +80,10 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
             st = bd_error(BRAID_E_RANGE, "memory: batch row %d: sequence %d not in 0..%u", r, s, nseq - 1);
             break;
         }
-        if (in->token && in->token[r] < 0) {
-            st = bd_error(BRAID_E_RANGE, "memory: batch row %d: token id %d", r, in->token[r]);
+        if (in->token && (in->token[r] < 0 || (m->p.n_vocab && (uint32_t)in->token[r] >= m->p.n_vocab))) {
+            st = m->p.n_vocab ? bd_error(BRAID_E_RANGE, "memory: batch row %d: token id %d not in 0..%u", r,
+                                         in->token[r], m->p.n_vocab - 1)
+                              : bd_error(BRAID_E_RANGE, "memory: batch row %d: token id %d", r, in->token[r]);
             break;
         }
         if (in->pos) {

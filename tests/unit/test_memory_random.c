@@ -359,6 +359,12 @@ static void op_edit_pos(world *w, int div) {
         for (uint32_t c = 0; c < nc; c++) bad |= !div && q->pos[i][c] + d < 0;
         if (t->n_attn && cell_shared(w, s, mem_kv_seq_cells(w->m, s)[i])) need++;
     }
+    /* temporal positions must stay non-decreasing across the edges of the range */
+    if (i0 < i1) {
+        int64_t n0 = div ? q->pos[i0][0] / k : q->pos[i0][0] + d, n1 = div ? q->pos[i1 - 1][0] / k : q->pos[i1 - 1][0] + d;
+        bad |= i0 > 0 && n0 < q->pos[i0 - 1][0];
+        bad |= i1 < q->len && n1 > q->pos[i1][0];
+    }
     size_t nb;
     void *before = snapshot(w, &nb);
     uint32_t n_free = mem_kv_n_free(w->m);

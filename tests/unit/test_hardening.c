@@ -1,0 +1,175 @@
+/* test_hardening.c — regressions for what an adversarial review of the loaders, the state files and the C API
+ * found (issue 19), through the public API on a tiny random-weight qwen35 (gen-model) unless a defect is
+ * internal. Each check failed before its fix:
+ *  - state files: a re-sealed state (checksums recomputed: they authenticate nothing) with a token id the model
+ *    has no embedding row for, or with temporal positions that go backwards, is refused and changes nothing;
+ *    a replay refuses such an id even if one got into a history. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "braid.h"
+#include "memory/mem_impl.h"
+#include "memory_toy.h"
+#include "genmodel/genmodel.h"
+#include "state_edit.h"
+#include "test.h"
+
+#define N_VOCAB 256
+
+static char dir[] = "/tmp/braid_hardening_XXXXXX";
+
+static braid_status write_model(const char *name, uint64_t seed, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s", dir, name);
+    gen_params gp;
+    gen_params_default(&gp);
+    gp.preset = "tiny";
+    gp.vocab = "none";
+    gp.n_vocab = N_VOCAB;
+    gp.seed = seed;
+    return gen_model_write(&gp, path, NULL);
+}
+
+static braid_context *new_ctx(const braid_model *m) {
+    braid_context_params cp = braid_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_seq_max = 2;
+    cp.n_batch = 16;
+    cp.n_threads = 1;
+    cp.checkpoint_interval = 4;
+    cp.n_rollback = 4;
+    cp.kv_type = BRAID_TYPE_F32;
+    braid_context *c = NULL;
+    return braid_context_new(m, &cp, &c) == BRAID_OK ? c : NULL;
+}
+
+static braid_status decode_n(braid_context *c, braid_seq_id s, int32_t n, braid_token tok0) {
+    braid_token t[32];
+    braid_seq_id q[32];
+    for (int32_t i = 0; i < n && i < 32; i++) t[i] = (tok0 + i) % N_VOCAB, q[i] = s;
+    braid_batch b = {.n_tokens = n < 32 ? n : 32, .token = t, .seq = q};
+    return braid_decode(c, &b);
+}
+
+/* The whole context's state, to prove a refused call changed nothing. */
+static void *snapshot(braid_context *c, size_t *n) {
+    void *d = NULL;
+    if (braid_state_save(c, &d, n) != BRAID_OK) return NULL;
+    return d;
+}
+
+static int unchanged(braid_context *c, const void *before, size_t nb) {
+    size_t n;
+    void *now = snapshot(c, &n);
+    int same = now && n == nb && !memcmp(now, before, n);
+    braid_free(now);
+    return same;
+}
+
+/* ---- 1. state files: every field checked against the model and context ---------------------------------- */
+
+static void test_state_fields(const braid_model *m) {
+    braid_context *c = new_ctx(m);
+    CHECK(c != NULL, "context: %s", braid_last_error());
+    if (!c) return;
+    CHECK_STATUS(decode_n(c, 0, 10, 5), BRAID_OK);
+    void *blob = NULL;
+    size_t size = 0;
+    CHECK_STATUS(braid_state_seq_save(c, 0, &blob, &size), BRAID_OK);
+    if (!blob) goto out;
+    size_t nb;
+    void *before = snapshot(c, &nb);
+    uint64_t hl = 0, cl = 0;
+    const size_t hist = state_find_section(blob, size, STATE_SEC_HIST, 0, &hl);
+    const size_t cells = state_find_section(blob, size, STATE_SEC_CELLS, 0, &cl);
+    const int32_t np = braid_model_n_pos_per_token(m), len = 10;
+    CHECK(hist && cells && hl == (uint64_t)len * (4 + 4 * (uint64_t)np), "history section (%llu bytes)", (unsigned long long)hl);
+    uint8_t *bad = malloc(size);
+    if (!hist || !cells || !bad || !before) goto out2;
+
+    /* token ids the model has no embedding row for (n_vocab read the next tensor; larger ids faulted) */
+    const int32_t ids[3] = {N_VOCAB, N_VOCAB + 1000, 1 << 30};
+    for (int k = 0; k < 3; k++) {
+        memcpy(bad, blob, size);
+        memcpy(bad + hist + 4 * 3, &ids[k], 4);
+        state_reseal(bad, size);
+        CHECK_STATUS(braid_state_seq_load(c, 1, bad, size), BRAID_E_FORMAT);
+        CHECK(strstr(braid_last_error(), "token") != NULL, "the reason names the token: %s", braid_last_error());
+        CHECK(unchanged(c, before, nb), "a refused state with token %d changed the context", ids[k]);
+    }
+    /* a negative id other than -1 (an embedding input) */
+    memcpy(bad, blob, size);
+    memcpy(bad + hist + 4 * 3, &(int32_t){-7}, 4);
+    state_reseal(bad, size);
+    CHECK_STATUS(braid_state_seq_load(c, 1, bad, size), BRAID_E_FORMAT);
+
+    /* temporal positions that go backwards (input 6 before input 5), with the cell's positions matching the
+     * history so that only the order is wrong; one sequence without sharing: cell i is input i */
+    memcpy(bad, blob, size);
+    const int32_t back = 2;
+    memcpy(bad + hist + 4 * (size_t)len + 4 * (size_t)(6 * np), &back, 4);
+    memcpy(bad + cells + 8 * (size_t)(6 * np), &back, 4);
+    state_reseal(bad, size);
+    CHECK_STATUS(braid_state_seq_load(c, 1, bad, size), BRAID_E_FORMAT);
+    CHECK(strstr(braid_last_error(), "position") != NULL, "the reason names the position: %s", braid_last_error());
+    CHECK(unchanged(c, before, nb), "a refused state with positions going back changed the context");
+
+    /* the untouched blob re-sealed still loads, and truncate / copy / decode on it work */
+    memcpy(bad, blob, size);
+    state_reseal(bad, size);
+    CHECK_STATUS(braid_state_seq_load(c, 1, bad, size), BRAID_OK);
+    CHECK_STATUS(braid_seq_truncate(c, 1, 3), BRAID_OK);
+    CHECK_STATUS(braid_seq_copy(c, 0, 1, 7), BRAID_OK);
+    CHECK_STATUS(decode_n(c, 1, 2, 9), BRAID_OK);
+    /* an edit cannot make positions go backwards either (a state saved after it would be refused) */
+    CHECK_STATUS(braid_seq_shift_pos(c, 0, 2, 5, 10), BRAID_E_RANGE);
+    CHECK_STATUS(braid_seq_div_pos(c, 0, 5, 8, 3), BRAID_E_RANGE);
+    CHECK_STATUS(braid_seq_shift_pos(c, 0, 2, 10, 10), BRAID_OK);
+out2:
+    free(bad);
+    braid_free(before);
+out:
+    braid_free(blob);
+    braid_context_free(c);
+}
+
+/* The replay guard inside the memory: a history that somehow holds an id >= n_vocab is never run. */
+static void test_replay_guard(void) {
+    static const toy_layout t = {.name = "guard", .n_seq = 1, .n_pos = 1, .n_ctx = 16, .n_attn = 1, .n_rs = 1,
+                                 .interval = 0, .rollback = 0, .n_ubatch = 4, .kv_type = BRAID_TYPE_F32,
+                                 .nk = {2}, .nv = {2}, .nconv = {2}, .nssm = {2}, .budget_blocks = 4};
+    mem_params p = toy_params(&t);
+    p.n_vocab = 50;
+    mem *m = NULL;
+    CHECK_STATUS(mem_new(&p, &m), BRAID_OK);
+    if (!m) return;
+    braid_token tok[2] = {10, 50};
+    braid_batch b = {.n_tokens = 2, .token = tok};
+    mem_batch *mb = NULL;
+    CHECK_STATUS(mem_batch_begin(m, &b, 4, &mb), BRAID_E_RANGE); /* the memory checks ids itself too */
+    CHECK_STATUS(toy_decode(&t, m, 0, 6, 1), BRAID_OK);
+    m->hist[0].tok[2] = 4000; /* what a state load used to let in */
+    mem_batch *rb = NULL;
+    CHECK_STATUS(mem_seq_truncate(m, 0, 4, &rb), BRAID_E_FORMAT);
+    CHECK(rb == NULL && mem_seq_len(m, 0) == 6, "a refused replay changed the sequence");
+    m->hist[0].tok[2] = 3;
+    CHECK_STATUS(mem_seq_truncate(m, 0, 4, &rb), BRAID_OK);
+    if (rb) CHECK_STATUS(toy_run(&t, m, rb, -1), BRAID_OK);
+    mem_free(m);
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) return 1;
+    char path[600];
+    CHECK_STATUS(write_model("a.gguf", 1, path, sizeof path), BRAID_OK);
+    braid_model *m = NULL;
+    CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
+    if (m) test_state_fields(m);
+    test_replay_guard();
+    braid_model_free(m);
+    unlink(path);
+    rmdir(dir);
+    TEST_MAIN_END();
+}
