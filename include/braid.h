@@ -107,15 +107,28 @@ int braid_model_has_recurrent(const braid_model *model);
 
 /* ---- context ----------------------------------------------------------------------------------------------- */
 
+/* Bounds of the context parameters; braid_context_new refuses a value outside them with BRAID_E_INVALID
+ * naming the parameter and its bound. */
+#define BRAID_MAX_CTX (1u << 26)                   /* n_ctx */
+#define BRAID_MAX_SEQ 256u                         /* n_seq_max */
+#define BRAID_MAX_BATCH 65536u                     /* n_batch */
+#define BRAID_MAX_THREADS 256u                     /* n_threads */
+#define BRAID_MAX_CHECKPOINT_INTERVAL (1u << 30)   /* checkpoint_interval */
+#define BRAID_MAX_ROLLBACK 1024u                   /* n_rollback */
+
 typedef struct braid_context_params {
-    uint32_t n_ctx;                   /* attention cells shared by all sequences (default 4096) */
-    uint32_t n_seq_max;               /* sequences 0 .. n_seq_max-1 (default 1) */
-    uint32_t n_batch;                 /* largest ubatch computed at once (default 512) */
-    uint32_t n_threads;               /* compute threads (default: online cores) */
-    uint32_t checkpoint_interval;     /* recurrent checkpoint every this many prefilled inputs (default 256) */
-    uint64_t checkpoint_budget_bytes; /* bytes for checkpoints of all sequences (default 256 MiB) */
-    uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence (default 8) */
-    braid_type kv_type;               /* BRAID_TYPE_F16 (default) or BRAID_TYPE_F32 */
+    uint32_t n_ctx;                   /* attention cells shared by all sequences, 1 .. BRAID_MAX_CTX (default
+                                       * 4096; not used by a model without attention layers) */
+    uint32_t n_seq_max;               /* sequences 0 .. n_seq_max-1, n_seq_max in 1 .. BRAID_MAX_SEQ (default 1) */
+    uint32_t n_batch;                 /* largest ubatch computed at once, 1 .. BRAID_MAX_BATCH (default 512) */
+    uint32_t n_threads;               /* compute threads, 0 .. BRAID_MAX_THREADS (default 0: online cores) */
+    uint32_t checkpoint_interval;     /* recurrent checkpoint every this many prefilled inputs, 0 (off) ..
+                                       * BRAID_MAX_CHECKPOINT_INTERVAL (default 256) */
+    uint64_t checkpoint_budget_bytes; /* bytes for checkpoints of all sequences, any value: blocks are allocated
+                                       * only as checkpoints are taken (default 256 MiB) */
+    uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence, 0 ..
+                                       * BRAID_MAX_ROLLBACK (default 8) */
+    braid_type kv_type;               /* BRAID_TYPE_F16 (default) or BRAID_TYPE_F32 (else BRAID_E_UNSUPPORTED) */
     /* Asked between the layers of a decode (NULL: never). Returning nonzero stops it: braid_decode returns
      * BRAID_E_CANCELLED and nothing changed (memory, sequences, the previous decode's logits). Truncate and
      * copy replays are not cancellable. */

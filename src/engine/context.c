@@ -14,6 +14,11 @@
 #include "base/status.h"
 #include "tensor/types.h"
 
+/* The public bounds are the memory's own. */
+_Static_assert(BRAID_MAX_CTX == MEM_CTX_MAX && BRAID_MAX_SEQ == MEM_SEQ_MAX && BRAID_MAX_ROLLBACK == MEM_ROLLBACK_MAX &&
+                   BRAID_MAX_CHECKPOINT_INTERVAL == MEM_INTERVAL_MAX && BRAID_MAX_BATCH == MEM_UBATCH_MAX,
+               "braid.h bounds differ from src/memory's");
+
 braid_context_params braid_context_default_params(void) {
     braid_context_params p = {
         .n_ctx = 4096,
@@ -26,6 +31,29 @@ braid_context_params braid_context_default_params(void) {
         .kv_type = BRAID_TYPE_F16,
     };
     return p;
+}
+
+/* Every parameter against the bound braid.h states for it, named in the error: a value out of range is the
+ * caller's mistake and must not reach a size computation or an int32 cast. */
+static braid_status check_params(const braid_context_params *p, int has_attention) {
+    const char *fn = "braid_context_new";
+    if (p->n_ctx > BRAID_MAX_CTX || (has_attention && p->n_ctx < 1))
+        return bd_error(BRAID_E_INVALID, "%s: n_ctx %u not in 1..%u", fn, p->n_ctx, BRAID_MAX_CTX);
+    if (p->n_seq_max < 1 || p->n_seq_max > BRAID_MAX_SEQ)
+        return bd_error(BRAID_E_INVALID, "%s: n_seq_max %u not in 1..%u", fn, p->n_seq_max, BRAID_MAX_SEQ);
+    if (p->n_batch < 1 || p->n_batch > BRAID_MAX_BATCH)
+        return bd_error(BRAID_E_INVALID, "%s: n_batch %u not in 1..%u", fn, p->n_batch, BRAID_MAX_BATCH);
+    if (p->n_threads > BRAID_MAX_THREADS)
+        return bd_error(BRAID_E_INVALID, "%s: n_threads %u not in 0..%u (0: online cores)", fn, p->n_threads,
+                        BRAID_MAX_THREADS);
+    if (p->checkpoint_interval > BRAID_MAX_CHECKPOINT_INTERVAL)
+        return bd_error(BRAID_E_INVALID, "%s: checkpoint_interval %u not in 0..%u (0: off)", fn,
+                        p->checkpoint_interval, BRAID_MAX_CHECKPOINT_INTERVAL);
+    if (p->n_rollback > BRAID_MAX_ROLLBACK)
+        return bd_error(BRAID_E_INVALID, "%s: n_rollback %u not in 0..%u", fn, p->n_rollback, BRAID_MAX_ROLLBACK);
+    if (p->kv_type != BRAID_TYPE_F16 && p->kv_type != BRAID_TYPE_F32)
+        return bd_error(BRAID_E_UNSUPPORTED, "%s: kv_type %d (BRAID_TYPE_F16 or BRAID_TYPE_F32)", fn, (int)p->kv_type);
+    return BRAID_OK;
 }
 
 void braid_context_free(braid_context *ctx) {
@@ -55,8 +83,8 @@ braid_status braid_context_new(const braid_model *model, const braid_context_par
     *out = NULL;
     if (!model->arch) return bd_error(BRAID_E_INVALID, "braid_context_new: the model was loaded vocab-only");
     braid_context_params p = params ? *params : braid_context_default_params();
-    if (p.n_batch == 0 || p.n_batch > 65536) return bd_error(BRAID_E_INVALID, "n_batch %u out of range", p.n_batch);
     const bd_mem_layout *ly = &model->layout;
+    BD_TRY(check_params(&p, ly->n_attn > 0));
     if (ly->n_attn > 64) return bd_error(BRAID_E_UNSUPPORTED, "more than 64 attention layers");
 
     /* the memory */
@@ -100,7 +128,7 @@ braid_status braid_context_new(const braid_model *model, const braid_context_par
     long n_threads = p.n_threads;
     if (n_threads <= 0) n_threads = sysconf(_SC_NPROCESSORS_ONLN);
     if (n_threads < 1) n_threads = 1;
-    if (n_threads > 256) n_threads = 256;
+    if (n_threads > BRAID_MAX_THREADS) n_threads = BRAID_MAX_THREADS; /* online cores beyond the bound */
     ctx->n_threads = (int32_t)n_threads;
     const size_t nb = p.n_batch, E = (size_t)model->n_embd;
     const int32_t n_ctx = ly->n_attn ? (int32_t)p.n_ctx : 1;

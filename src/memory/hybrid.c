@@ -115,23 +115,32 @@ braid_status mem_new(const mem_params *p, mem **out) {
         return bd_error(BRAID_E_INVALID, "memory: n_pos_per_token %u (1 or 4)", p->n_pos_per_token);
     if (p->n_attn_layers == 0 && p->n_rs_layers == 0)
         return bd_error(BRAID_E_INVALID, "memory: no attention and no recurrent layers");
+    /* Stated bounds keep every count an int32 and every size computation in range. */
+    if (p->n_rollback > MEM_ROLLBACK_MAX)
+        return bd_error(BRAID_E_INVALID, "memory: n_rollback %u not in 0..%u", p->n_rollback, MEM_ROLLBACK_MAX);
+    if (p->checkpoint_interval > MEM_INTERVAL_MAX)
+        return bd_error(BRAID_E_INVALID, "memory: checkpoint_interval %u not in 0..%u", p->checkpoint_interval,
+                        MEM_INTERVAL_MAX);
+    if (p->n_ubatch > MEM_UBATCH_MAX)
+        return bd_error(BRAID_E_INVALID, "memory: n_ubatch %u not in 0..%u", p->n_ubatch, MEM_UBATCH_MAX);
     if (p->n_attn_layers) {
-        if (p->n_ctx < 1 || p->n_ctx > (uint32_t)INT32_MAX / 2)
-            return bd_error(BRAID_E_INVALID, "memory: n_ctx %u", p->n_ctx);
+        if (p->n_ctx < 1 || p->n_ctx > MEM_CTX_MAX)
+            return bd_error(BRAID_E_INVALID, "memory: n_ctx %u not in 1..%u", p->n_ctx, MEM_CTX_MAX);
         if (!p->n_embd_k || !p->n_embd_v) return bd_error(BRAID_E_INVALID, "memory: K/V widths missing");
         if (p->kv_type != BRAID_TYPE_F32 && p->kv_type != BRAID_TYPE_F16)
             return bd_error(BRAID_E_UNSUPPORTED, "memory: kv type %d (F32 or F16)", (int)p->kv_type);
         for (uint32_t l = 0; l < p->n_attn_layers; l++)
             if (!p->n_embd_k[l] || !p->n_embd_v[l] || p->n_embd_k[l] > (1u << 20) || p->n_embd_v[l] > (1u << 20))
-                return bd_error(BRAID_E_INVALID, "memory: attention layer %u: K/V widths %u/%u", l, p->n_embd_k[l],
-                                p->n_embd_v[l]);
+                return bd_error(BRAID_E_INVALID, "memory: attention layer %u: K/V widths %u/%u (each 1..%u)", l,
+                                p->n_embd_k[l], p->n_embd_v[l], 1u << 20);
     }
     if (p->n_rs_layers) {
         if (!p->n_conv || !p->n_ssm) return bd_error(BRAID_E_INVALID, "memory: recurrent sizes missing");
         uint64_t total = 0;
         for (uint32_t l = 0; l < p->n_rs_layers; l++) {
             if (p->n_conv[l] > (1ull << 36) || p->n_ssm[l] > (1ull << 36))
-                return bd_error(BRAID_E_INVALID, "memory: recurrent layer %u: sizes too large", l);
+                return bd_error(BRAID_E_INVALID, "memory: recurrent layer %u: state sizes %llu/%llu (each <= 2^36)", l,
+                                (unsigned long long)p->n_conv[l], (unsigned long long)p->n_ssm[l]);
             total += p->n_conv[l] + p->n_ssm[l];
         }
         if (!total) return bd_error(BRAID_E_INVALID, "memory: recurrent layers with an empty state");

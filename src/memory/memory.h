@@ -60,6 +60,10 @@
 
 #define MEM_SEQ_MAX 256        /* largest n_seq_max */
 #define MEM_POS_MAX (1 << 29)  /* positions are 0 .. MEM_POS_MAX */
+#define MEM_CTX_MAX (1u << 26) /* largest n_ctx (cells) */
+#define MEM_ROLLBACK_MAX 1024u /* largest n_rollback */
+#define MEM_INTERVAL_MAX (1u << 30) /* largest checkpoint_interval */
+#define MEM_UBATCH_MAX 65536u  /* largest n_ubatch */
 #define MEM_FORMAT_VERSION 1u  /* state format version written and accepted */
 
 typedef struct mem_params {

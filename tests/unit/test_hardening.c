@@ -3,7 +3,11 @@
  * internal. Each check failed before its fix:
  *  - state files: a re-sealed state (checksums recomputed: they authenticate nothing) with a token id the model
  *    has no embedding row for, or with temporal positions that go backwards, is refused and changes nothing;
- *    a replay refuses such an id even if one got into a history. */
+ *    a replay refuses such an id even if one got into a history.
+ *  - context parameters: each one out of its stated bound is refused with BRAID_E_INVALID naming it and the
+ *    bound (n_rollback 2^31 used to be accepted and crash the first state load); a replay longer than n_batch
+ *    runs in ubatches of n_batch rows (the forward pass's scratch is sized for n_batch). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +164,95 @@ static void test_replay_guard(void) {
     mem_free(m);
 }
 
+/* ---- 2. context parameters ------------------------------------------------------------------------------ */
+
+static void expect_param(const braid_model *m, const char *name, braid_context_params cp, braid_status want,
+                         const char *bound) {
+    braid_context *c = NULL;
+    braid_status st = braid_context_new(m, &cp, &c);
+    CHECK(st == want && (st == BRAID_OK) == (c != NULL), "%s: got %s, want %s (%s)", name, braid_status_name(st),
+          braid_status_name(want), braid_last_error());
+    if (st != BRAID_OK) {
+        CHECK(strstr(braid_last_error(), name) != NULL, "%s: the reason names it: %s", name, braid_last_error());
+        if (bound) CHECK(strstr(braid_last_error(), bound) != NULL, "%s: the reason states the bound %s: %s", name,
+                         bound, braid_last_error());
+    }
+    braid_context_free(c);
+}
+
+static void test_context_params(const braid_model *m) {
+    const braid_context_params d = braid_context_default_params();
+    braid_context_params p;
+#define PARAM(field, value, want, bound)                                                                        \
+    do {                                                                                                       \
+        p = d;                                                                                                 \
+        p.field = value;                                                                                       \
+        expect_param(m, #field, p, want, bound);                                                               \
+    } while (0)
+    PARAM(n_rollback, 1u << 31, BRAID_E_INVALID, "1024");
+    PARAM(n_rollback, UINT32_MAX, BRAID_E_INVALID, "1024");
+    PARAM(n_rollback, BRAID_MAX_ROLLBACK, BRAID_OK, NULL);
+    PARAM(checkpoint_interval, 1u << 31, BRAID_E_INVALID, "1073741824");
+    PARAM(checkpoint_interval, UINT32_MAX, BRAID_E_INVALID, "1073741824");
+    PARAM(n_ctx, BRAID_MAX_CTX + 1, BRAID_E_INVALID, "67108864");
+    PARAM(n_ctx, 0, BRAID_E_INVALID, "67108864");
+    PARAM(n_seq_max, 0, BRAID_E_INVALID, "256");
+    PARAM(n_seq_max, 257, BRAID_E_INVALID, "256");
+    PARAM(n_batch, 0, BRAID_E_INVALID, "65536");
+    PARAM(n_batch, 65537, BRAID_E_INVALID, "65536");
+    PARAM(n_threads, 257, BRAID_E_INVALID, "256");
+    PARAM(n_threads, UINT32_MAX, BRAID_E_INVALID, "256");
+    PARAM(kv_type, BRAID_TYPE_Q8_0, BRAID_E_UNSUPPORTED, NULL);
+    PARAM(checkpoint_budget_bytes, UINT64_MAX, BRAID_OK, NULL);
+#undef PARAM
+
+    /* the largest n_rollback with a state load (2^31 crashed here) */
+    p = d;
+    p.n_ctx = 64;
+    p.n_rollback = BRAID_MAX_ROLLBACK;
+    p.n_threads = 1;
+    braid_context *c = NULL;
+    CHECK_STATUS(braid_context_new(m, &p, &c), BRAID_OK);
+    if (c) {
+        CHECK_STATUS(decode_n(c, 0, 6, 1), BRAID_OK);
+        void *blob = NULL;
+        size_t n = 0;
+        CHECK_STATUS(braid_state_save(c, &blob, &n), BRAID_OK);
+        if (blob) CHECK_STATUS(braid_state_load(c, blob, n), BRAID_OK);
+        CHECK_STATUS(braid_seq_truncate(c, 0, 2), BRAID_OK);
+        braid_free(blob);
+        braid_context_free(c);
+    }
+
+    /* a replay of 40 inputs in a context with n_batch 8: the same logits (to rounding) as a fresh decode */
+    p = d;
+    p.n_ctx = 64;
+    p.n_batch = 8;
+    p.n_threads = 1;
+    p.checkpoint_interval = 0;
+    p.n_rollback = 0;
+    p.kv_type = BRAID_TYPE_F32;
+    braid_context *a = NULL, *b = NULL;
+    CHECK_STATUS(braid_context_new(m, &p, &a), BRAID_OK);
+    CHECK_STATUS(braid_context_new(m, &p, &b), BRAID_OK);
+    if (a && b) {
+        for (int i = 0; i < 6; i++) CHECK_STATUS(decode_n(a, 0, 8, 1 + 8 * i), BRAID_OK);
+        CHECK_STATUS(braid_seq_truncate(a, 0, 40), BRAID_OK); /* replays inputs 0..39 from the zero state */
+        for (int i = 0; i < 5; i++) CHECK_STATUS(decode_n(b, 0, 8, 1 + 8 * i), BRAID_OK);
+        CHECK_STATUS(decode_n(a, 0, 1, 41), BRAID_OK);
+        CHECK_STATUS(decode_n(b, 0, 1, 41), BRAID_OK);
+        const float *la = braid_logits(a, 0), *lb = braid_logits(b, 0);
+        double worst = la && lb ? 0 : INFINITY;
+        for (int i = 0; la && lb && i < N_VOCAB; i++) {
+            double e = fabs((double)la[i] - lb[i]) / (fabs((double)lb[i]) + 1e-3);
+            if (!(e <= worst)) worst = e;
+        }
+        CHECK(worst < 1e-3, "logits after a replay longer than n_batch: worst relative error %.3e", worst);
+    }
+    braid_context_free(a);
+    braid_context_free(b);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     char path[600];
@@ -167,6 +260,7 @@ int main(void) {
     braid_model *m = NULL;
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
     if (m) test_state_fields(m);
+    if (m) test_context_params(m);
     test_replay_guard();
     braid_model_free(m);
     unlink(path);
