@@ -5,8 +5,10 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/file.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -68,18 +70,23 @@ braid_status bd_model_load_weights(braid_model *m) {
 /* use_mmap = 0: the file read into memory (64-byte aligned like a mapping's page-aligned base, so tensor
  * alignment within the file carries over), for file systems where a mapping is slow or unsafe. */
 static braid_status open_copy(braid_model *m, const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return bd_error(BRAID_E_IO, "model: cannot open '%s': %s", path, strerror(errno));
+    int fd;
+    uint64_t size;
+    BD_TRY(bd_open_regular(path, "model", &fd, &size)); /* a FIFO must not block the caller */
     braid_status st = BRAID_OK;
-    long n = -1;
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0)
-        st = bd_error(BRAID_E_IO, "model: cannot size '%s'", path);
-    if (st == BRAID_OK && !(m->file_copy = bd_aligned_alloc(64, n > 0 ? (size_t)n : 1)))
-        st = bd_error(BRAID_E_NOMEM, "model: out of memory for the %ld bytes of '%s'", n, path);
-    if (st == BRAID_OK && fread(m->file_copy, 1, (size_t)n, f) != (size_t)n)
-        st = bd_error(BRAID_E_IO, "model: short read of '%s'", path);
-    fclose(f);
-    if (st == BRAID_OK) st = gguf_open_memory(m->file_copy, (size_t)n, &m->gguf);
+    if (size > SIZE_MAX) st = bd_error(BRAID_E_IO, "model: '%s' is too large for this address space", path);
+    const size_t n = (size_t)size;
+    if (st == BRAID_OK && !(m->file_copy = bd_aligned_alloc(64, n > 0 ? n : 1)))
+        st = bd_error(BRAID_E_NOMEM, "model: out of memory for the %zu bytes of '%s'", n, path);
+    for (size_t got = 0; st == BRAID_OK && got < n;) {
+        ssize_t r = read(fd, (char *)m->file_copy + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) st = bd_error(BRAID_E_IO, "model: short read of '%s' at byte %zu: %s", path, got,
+                                  r < 0 ? strerror(errno) : "end of file");
+        else got += (size_t)r;
+    }
+    close(fd);
+    if (st == BRAID_OK) st = gguf_open_memory(m->file_copy, n, &m->gguf);
     return st;
 }
 

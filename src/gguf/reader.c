@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/file.h"
 #include "base/hash.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
@@ -558,19 +559,14 @@ braid_status gguf_open_memory(const void *data, size_t size, gguf_file **out) {
 braid_status gguf_open(const char *path, gguf_file **out) {
     if (!path || !out) return bd_error(BRAID_E_INVALID, "gguf_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return bd_error(BRAID_E_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
+    int fd;
+    uint64_t fsize;
+    BD_TRY(bd_open_regular(path, "gguf", &fd, &fsize)); /* a FIFO must not block the caller */
+    if (fsize > SIZE_MAX) {
         close(fd);
-        return bd_error(BRAID_E_IO, "gguf: cannot stat '%s': %s", path, strerror(e));
+        return bd_error(BRAID_E_IO, "gguf: '%s' is too large for this address space", path);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return bd_error(BRAID_E_IO, "gguf: '%s' is not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
+    size_t size = (size_t)fsize;
     void *map = NULL;
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);

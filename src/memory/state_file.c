@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/file.h"
 #include "base/status.h"
 #include "memory/memory.h"
 
@@ -85,21 +86,17 @@ braid_status mem_state_save_file(const mem *m, int32_t s, uint64_t fingerprint, 
 
 braid_status mem_state_load_file(mem *m, int32_t s, uint64_t fingerprint, const char *path) {
     if (!path || !*path) return bd_error(BRAID_E_INVALID, "state: empty file name");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return bd_error(BRAID_E_IO, "state: cannot open %s: %s", path, strerror(errno));
-    struct stat sb;
+    int fd;
+    uint64_t fsize;
+    BD_TRY(bd_open_regular(path, "state", &fd, &fsize)); /* a FIFO must not block the caller */
     braid_status st = BRAID_OK;
-    if (fstat(fd, &sb) != 0) {
-        st = bd_error(BRAID_E_IO, "state: cannot stat %s: %s", path, strerror(errno));
-    } else if (!S_ISREG(sb.st_mode)) {
-        st = bd_error(BRAID_E_IO, "state: %s is not a regular file", path);
-    } else if (sb.st_size == 0) {
+    if (fsize == 0) {
         /* mmap refuses an empty range; the loader's own message for a short header is the useful one. */
         st = mem_state_load(m, s, fingerprint, "", 0);
-    } else if ((uintmax_t)sb.st_size > SIZE_MAX) {
+    } else if (fsize > SIZE_MAX) {
         st = bd_error(BRAID_E_FORMAT, "state: %s is too large for this address space", path);
     } else {
-        size_t n = (size_t)sb.st_size;
+        size_t n = (size_t)fsize;
         void *map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
             st = bd_error(BRAID_E_IO, "state: cannot map %s: %s", path, strerror(errno));

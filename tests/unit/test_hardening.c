@@ -6,11 +6,17 @@
  *    a replay refuses such an id even if one got into a history.
  *  - context parameters: each one out of its stated bound is refused with BRAID_E_INVALID naming it and the
  *    bound (n_rollback 2^31 used to be accepted and crash the first state load); a replay longer than n_batch
- *    runs in ubatches of n_batch rows (the forward pass's scratch is sized for n_batch). */
+ *    runs in ubatches of n_batch rows (the forward pass's scratch is sized for n_batch).
+ *  - paths: a FIFO (or a directory) given as a model, vocabulary or state file is refused with BRAID_E_IO at
+ *    once instead of blocking the thread in open() forever (API and the braid command; an alarm fails the test
+ *    if anything blocks). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/alloc.h"
@@ -253,6 +259,58 @@ static void test_context_params(const braid_model *m) {
     braid_context_free(b);
 }
 
+/* ---- 4. paths that are not regular files -------------------------------------------------------------- */
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char msg[] = "FAIL test_hardening: a call blocked on a FIFO (alarm)\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(3);
+    _exit(2);
+}
+
+static void test_not_regular(const braid_model *m) {
+    char fifo[700];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    signal(SIGALRM, on_alarm);
+    alarm(60);
+    const char *paths[2] = {fifo, dir};
+    for (int k = 0; k < 2; k++) {
+        braid_model *x = NULL;
+        braid_model_params mp = braid_model_default_params();
+        CHECK_STATUS(braid_model_load(paths[k], &mp, &x), BRAID_E_IO);
+        CHECK(x == NULL && strstr(braid_last_error(), "not a regular file"), "model from %s: %s", paths[k],
+              braid_last_error());
+        mp.use_mmap = 0;
+        CHECK_STATUS(braid_model_load(paths[k], &mp, &x), BRAID_E_IO);
+        mp.use_mmap = 1;
+        mp.vocab_only = 1;
+        CHECK_STATUS(braid_model_load(paths[k], &mp, &x), BRAID_E_IO);
+        braid_context *c = new_ctx(m);
+        if (c) {
+            CHECK_STATUS(braid_state_load_file(c, paths[k]), BRAID_E_IO);
+            CHECK_STATUS(braid_state_seq_load_file(c, 0, paths[k]), BRAID_E_IO);
+            CHECK(strstr(braid_last_error(), "not a regular file"), "state from %s: %s", paths[k], braid_last_error());
+        }
+        braid_context_free(c);
+    }
+    /* the braid command: gguf, tokenize and run given the FIFO as their model */
+    const char *build = test_env("BRAID_BUILD_DIR", ".");
+    const char *cmds[3] = {"gguf %s", "tokenize -m %s -t hello", "run -m %s -p hello -n 1"};
+    char exe[700];
+    snprintf(exe, sizeof exe, "%s/braid", build);
+    CHECK(access(exe, X_OK) == 0, "the braid command at %s (BRAID_BUILD_DIR)", exe);
+    for (int k = 0; k < 3; k++) {
+        char args[800], cmd[2048];
+        snprintf(args, sizeof args, cmds[k], fifo);
+        snprintf(cmd, sizeof cmd, "%s/braid %s >/dev/null 2>&1", build, args);
+        int st = system(cmd);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) < 126, "braid %s: exit status %d", args, st);
+    }
+    alarm(0);
+    unlink(fifo);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     char path[600];
@@ -261,6 +319,7 @@ int main(void) {
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
     if (m) test_state_fields(m);
     if (m) test_context_params(m);
+    if (m) test_not_regular(m);
     test_replay_guard();
     braid_model_free(m);
     unlink(path);
