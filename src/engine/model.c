@@ -38,8 +38,36 @@ braid_status bd_model_n_vocab_from_gguf(const gguf_file *f, const char *arch, in
     return BRAID_OK;
 }
 
-/* Fingerprint: arch name, the architecture's hparams bytes, and every tensor's name, dims and type. */
+/* Bytes of each tensor's data that the weights digest reads, at its start, middle and end. */
+#define DIGEST_SAMPLE 4096u
+
+/* The weights digest: a fine-tune, or the same architecture trained from another seed, has the same names,
+ * shapes and types as the original, so a state saved with one would load into the other and silently give
+ * wrong logits. Hashing all the weights would read the whole file at load; three pages of every tensor tell
+ * two such models apart just as well (any training moves every weight) for a few KiB per tensor. */
+static braid_status weights_digest(braid_model *m) {
+    bd_hasher h;
+    if (!bd_hasher_init(&h, 0x7765696768747321ull)) return bd_error(BRAID_E_NOMEM, "model: out of memory");
+    for (size_t i = 0; i < gguf_n_tensors(m->gguf); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+        const uint8_t *d = t->data;
+        const size_t n = t->nbytes, head = n < DIGEST_SAMPLE ? n : DIGEST_SAMPLE;
+        bd_hasher_update(&h, d, head);
+        if (n >= 3 * (size_t)DIGEST_SAMPLE) bd_hasher_update(&h, d + n / 2, DIGEST_SAMPLE);
+        if (n > head) {
+            const size_t tail = n - head < DIGEST_SAMPLE ? n - head : DIGEST_SAMPLE;
+            bd_hasher_update(&h, d + n - tail, tail);
+        }
+    }
+    m->weights_digest = bd_hasher_digest(&h);
+    bd_hasher_free(&h);
+    return BRAID_OK;
+}
+
+/* Fingerprint: arch name, the architecture's hparams bytes, every tensor's name, dims and type, and the
+ * weights digest. */
 static braid_status model_fingerprint(braid_model *m) {
+    BD_TRY(weights_digest(m));
     bd_hasher h;
     if (!bd_hasher_init(&h, 0x62726169646d646cull)) return bd_error(BRAID_E_NOMEM, "model: out of memory");
     bd_hasher_update(&h, m->arch_name, strlen(m->arch_name));
@@ -53,6 +81,7 @@ static braid_status model_fingerprint(braid_model *m) {
         bd_hasher_update(&h, t->ne, sizeof t->ne);
         bd_hasher_update(&h, &t->type, sizeof t->type);
     }
+    bd_hasher_update(&h, &m->weights_digest, sizeof m->weights_digest);
     m->fingerprint = bd_hasher_digest(&h);
     bd_hasher_free(&h);
     return BRAID_OK;

@@ -21,7 +21,9 @@ struct braid_model {
     bd_mem_layout layout;    /* what memory a context of this model needs */
     int32_t n_vocab;
     int32_t n_embd;
-    uint64_t fingerprint;    /* hash of arch, hparams, tensor names/shapes/types (state files check it) */
+    uint64_t weights_digest; /* hash of a few KiB of every tensor's data (see model_fingerprint) */
+    uint64_t fingerprint;    /* hash of arch, hparams, tensor names/shapes/types and weights_digest (state files
+                              * check it) */
 };
 
 /* Vocabulary size from the GGUF: length of tokenizer.ggml.tokens, or <arch>.vocab_size for model "none". */

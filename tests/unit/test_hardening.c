@@ -9,7 +9,9 @@
  *    runs in ubatches of n_batch rows (the forward pass's scratch is sized for n_batch).
  *  - paths: a FIFO (or a directory) given as a model, vocabulary or state file is refused with BRAID_E_IO at
  *    once instead of blocking the thread in open() forever (API and the braid command; an alarm fails the test
- *    if anything blocks). */
+ *    if anything blocks).
+ *  - a state saved with another model of the same shape (another seed: same names, shapes, types) is refused
+ *    with BRAID_E_MISMATCH naming both models (the fingerprint now covers a digest of the weights). */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -311,6 +313,56 @@ static void test_not_regular(const braid_model *m) {
     unlink(fifo);
 }
 
+/* ---- 5. a model of the same shape with other weights --------------------------------------------------- */
+
+/* The description a state carries (header bytes 28 .. 28 + desc_len). */
+static void blob_desc(const void *blob, size_t n, char *out, size_t cap) {
+    uint32_t dl = 0;
+    out[0] = 0;
+    if (n < 28) return;
+    memcpy(&dl, (const uint8_t *)blob + 24, 4);
+    if (dl >= cap || 28 + (size_t)dl > n) return;
+    memcpy(out, (const uint8_t *)blob + 28, dl);
+    out[dl] = 0;
+}
+
+static void test_other_weights(const braid_model *a) {
+    char path[600];
+    CHECK_STATUS(write_model("b.gguf", 2, path, sizeof path), BRAID_OK);
+    braid_model *b = NULL;
+    CHECK_STATUS(braid_model_load(path, NULL, &b), BRAID_OK);
+    unlink(path);
+    braid_context *ca = new_ctx(a), *cb = b ? new_ctx(b) : NULL;
+    CHECK(ca && cb, "contexts");
+    if (ca && cb) {
+        CHECK_STATUS(decode_n(ca, 0, 5, 3), BRAID_OK);
+        CHECK_STATUS(decode_n(cb, 0, 2, 3), BRAID_OK);
+        void *sa = NULL, *sb = NULL;
+        size_t na = 0, nb = 0;
+        CHECK_STATUS(braid_state_save(ca, &sa, &na), BRAID_OK);
+        CHECK_STATUS(braid_state_save(cb, &sb, &nb), BRAID_OK);
+        char da[256], db[256];
+        blob_desc(sa, na, da, sizeof da);
+        blob_desc(sb, nb, db, sizeof db);
+        CHECK(strcmp(da, db) != 0, "the descriptions tell the models apart: '%s' / '%s'", da, db);
+        CHECK_STATUS(braid_state_load(cb, sa, na), BRAID_E_MISMATCH);
+        CHECK(*da && *db && strstr(braid_last_error(), da) && strstr(braid_last_error(), db),
+              "the refusal names both models ('%s', '%s'): %s", da, db, braid_last_error());
+        CHECK(braid_seq_len(cb, 0) == 2, "a refused state changed the context");
+        void *seq = NULL;
+        size_t ns = 0;
+        CHECK_STATUS(braid_state_seq_save(ca, 0, &seq, &ns), BRAID_OK);
+        CHECK_STATUS(braid_state_seq_load(cb, 1, seq, ns), BRAID_E_MISMATCH);
+        CHECK_STATUS(braid_state_seq_load(ca, 1, seq, ns), BRAID_OK); /* its own model still takes it */
+        braid_free(seq);
+        braid_free(sa);
+        braid_free(sb);
+    }
+    braid_context_free(ca);
+    braid_context_free(cb);
+    braid_model_free(b);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     char path[600];
@@ -320,6 +372,7 @@ int main(void) {
     if (m) test_state_fields(m);
     if (m) test_context_params(m);
     if (m) test_not_regular(m);
+    if (m) test_other_weights(m);
     test_replay_guard();
     braid_model_free(m);
     unlink(path);
