@@ -89,6 +89,9 @@ typedef enum braid_type {
 typedef struct braid_model_params {
     int use_mmap;   /* 1 (default): map the file; 0: read it into memory */
     int vocab_only; /* 1: load the tokenizer only (no tensors needed) */
+    int prefault;   /* with use_mmap, 1 (default): read the weights the model computes with (not the blocks it
+                     * skips, e.g. MTP layers) into memory at load, unless they exceed the memory available;
+                     * 0: leave them to be read as the first tokens touch them */
 } braid_model_params;
 
 braid_model_params braid_model_default_params(void);
@@ -153,7 +156,9 @@ typedef struct braid_batch {
 } braid_batch;
 
 /* Appends the batch's inputs to their sequences (each sequence's inputs in batch order). Capacity for the
- * whole batch is reserved first: BRAID_E_FULL with nothing changed if it does not fit. */
+ * whole batch is reserved first: BRAID_E_FULL with nothing changed if it does not fit. If the forward pass
+ * produces NaN logits (a broken model), BRAID_E_FORMAT ("decode produced NaN logits at row r"): the memory is
+ * unchanged, but no logits of an earlier decode are available any more. */
 BRAID_NODISCARD braid_status braid_decode(braid_context *ctx, const braid_batch *batch);
 /* n_vocab logits of batch row i of the last decode, or NULL if row i did not ask for logits. */
 const float *braid_logits(const braid_context *ctx, int32_t i);
@@ -180,7 +185,8 @@ void braid_seq_clear(braid_context *ctx, braid_seq_id s);
 BRAID_NODISCARD braid_status braid_seq_checkpoint(braid_context *ctx, braid_seq_id s);
 
 /* M-RoPE positions of an nx x ny image grid starting at temporal position t0, row-major, written to out
- * (nx*ny*4 values: t, y, x, e per input). Returns the next text position, t0 + max(nx, ny). */
+ * (nx*ny*4 values: t, y, x, e per input). Returns the next text position, t0 + max(nx, ny), or -1 (nothing
+ * written) if nx or ny < 1, out is NULL, or a position would leave 0 .. 2^29. */
 braid_pos braid_image_positions(const braid_model *model, braid_pos t0, int32_t nx, int32_t ny, braid_pos *out);
 
 /* ---- state (design.md §5: versioned, checksummed; load validates everything before changing anything) ---- */

@@ -311,6 +311,21 @@ braid_status braid_decode(braid_context *ctx, const braid_batch *batch) {
         mem_batch_abort(ctx->mem, mb);
         return st;
     }
+    /* NaN logits mean the model itself is broken (NaN or overflowing weights): say so here, naming the row,
+     * rather than let a sampler fail later on "logit 0 is nan", and keep none of this decode (this decode's
+     * logits are in logits_next; the previous decode's stay valid). */
+    for (int32_t i = 0; i < n; i++) {
+        if (ctx->new_out[i] < 0) continue;
+        const float *lg = ctx->logits_next + (size_t)ctx->new_out[i] * (size_t)V;
+        int32_t bad = -1;
+        for (int32_t v = 0; v < V && bad < 0; v++)
+            if (lg[v] != lg[v]) bad = v;
+        if (bad >= 0) {
+            mem_batch_abort(ctx->mem, mb);
+            return bd_error(BRAID_E_FORMAT, "braid_decode: decode produced NaN logits at row %d (logit %d): the "
+                            "model's weights or hyperparameters are broken", i, bad);
+        }
+    }
     mem_batch_commit(ctx->mem, mb);
     int32_t *tmp = ctx->out_of_row;
     ctx->out_of_row = ctx->new_out;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -12,10 +13,11 @@
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "models/loader.h"
 #include "tokenizer/vocab.h"
 
 braid_model_params braid_model_default_params(void) {
-    braid_model_params p = {.use_mmap = 1, .vocab_only = 0};
+    braid_model_params p = {.use_mmap = 1, .vocab_only = 0, .prefault = 1};
     return p;
 }
 
@@ -119,6 +121,61 @@ static braid_status open_copy(braid_model *m, const char *path) {
     return st;
 }
 
+/* Bytes of memory the kernel could give without swapping (MemAvailable), or 0 if unknown. */
+static uint64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kb = 0;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb) return (uint64_t)kb * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+typedef struct span {
+    const char *p; /* into the file's mapping */
+    size_t n;
+} span;
+static int by_addr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)((const span *)a)->p, y = (uintptr_t)((const span *)b)->p;
+    return x < y ? -1 : x > y;
+}
+
+/* Prefaults the data of the tensors the model binds (every tensor except those of skipped layers, see
+ * bd_loader_finish), merged into contiguous ranges; not at all when they exceed the memory available, where
+ * populating would only push other pages (or the model's own first ones) out again. Best effort: a failure
+ * here costs speed, not correctness. */
+static void prefault_weights(const braid_model *m) {
+    const size_t nt = gguf_n_tensors(m->gguf);
+    span *s = bd_mallocn(nt ? nt : 1, sizeof *s);
+    if (!s) return;
+    size_t n = 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->gguf, i);
+        if (!t->nbytes || bd_tensor_skipped(t->name, m->layout.n_layer)) continue;
+        s[n++] = (span){t->data, t->nbytes};
+        total += t->nbytes;
+    }
+    const uint64_t avail = mem_available();
+    if (n && avail && total > avail) {
+        bd_log(BD_LOG_INFO, "model: %llu MiB of weights exceed the %llu MiB available: not prefaulted",
+               (unsigned long long)(total >> 20), (unsigned long long)(avail >> 20));
+        n = 0;
+    }
+    qsort(s, n, sizeof *s, by_addr);
+    for (size_t i = 0; i < n;) {
+        const char *lo = s[i].p;
+        uintptr_t hi = (uintptr_t)s[i].p + s[i].n;
+        for (i++; i < n && (uintptr_t)s[i].p <= hi + 65536; i++) /* small alignment gaps join a range */
+            if ((uintptr_t)s[i].p + s[i].n > hi) hi = (uintptr_t)s[i].p + s[i].n;
+        gguf_prefault(m->gguf, lo, (size_t)(hi - (uintptr_t)lo));
+    }
+    bd_free(s);
+}
+
 braid_status braid_model_load(const char *path, const braid_model_params *params, braid_model **out) {
     if (!path || !out) return bd_error(BRAID_E_INVALID, "braid_model_load: NULL argument");
     braid_model_params p = params ? *params : braid_model_default_params();
@@ -142,7 +199,7 @@ braid_status braid_model_load(const char *path, const braid_model_params *params
         if (st == BRAID_OK && m->vocab) m->n_vocab = tok_n_tokens(m->vocab);
     }
     if (st == BRAID_OK && !p.vocab_only) st = bd_model_load_weights(m);
-    if (st == BRAID_OK && !p.vocab_only) gguf_prefault(m->gguf);
+    if (st == BRAID_OK && !p.vocab_only && p.use_mmap && p.prefault) prefault_weights(m);
     if (st != BRAID_OK) {
         braid_model_free(m);
         return st;
@@ -161,10 +218,13 @@ void braid_model_free(braid_model *m) {
     bd_free(m);
 }
 
-const char *braid_model_arch(const braid_model *m) { return m->arch_name; }
-int32_t braid_model_n_vocab(const braid_model *m) { return m->n_vocab; }
-int32_t braid_model_n_embd(const braid_model *m) { return m->n_embd; }
-int32_t braid_model_n_layer(const braid_model *m) { return m->layout.n_layer; }
-int32_t braid_model_n_pos_per_token(const braid_model *m) { return m->layout.n_pos_per_token ? m->layout.n_pos_per_token : 1; }
-int braid_model_has_attention(const braid_model *m) { return m->layout.n_attn > 0; }
-int braid_model_has_recurrent(const braid_model *m) { return m->layout.n_recr > 0; }
+/* Accessors answer "" / 0 for a NULL model rather than fault. */
+const char *braid_model_arch(const braid_model *m) { return m ? m->arch_name : ""; }
+int32_t braid_model_n_vocab(const braid_model *m) { return m ? m->n_vocab : 0; }
+int32_t braid_model_n_embd(const braid_model *m) { return m ? m->n_embd : 0; }
+int32_t braid_model_n_layer(const braid_model *m) { return m ? m->layout.n_layer : 0; }
+int32_t braid_model_n_pos_per_token(const braid_model *m) {
+    return m && m->layout.n_pos_per_token ? m->layout.n_pos_per_token : 1;
+}
+int braid_model_has_attention(const braid_model *m) { return m && m->layout.n_attn > 0; }
+int braid_model_has_recurrent(const braid_model *m) { return m && m->layout.n_recr > 0; }

@@ -82,7 +82,8 @@ braid_status braid_seq_checkpoint(braid_context *ctx, braid_seq_id s) {
 
 braid_pos braid_image_positions(const braid_model *model, braid_pos t0, int32_t nx, int32_t ny, braid_pos *out) {
     (void)model;
-    if (nx <= 0 || ny <= 0 || !out) return t0;
+    /* t0 + max(nx, ny) must stay a valid position (it also keeps t0 + y and t0 + x from overflowing) */
+    if (nx <= 0 || ny <= 0 || !out || t0 < 0 || t0 > MEM_POS_MAX || (nx > ny ? nx : ny) > MEM_POS_MAX - t0) return -1;
     for (int32_t y = 0; y < ny; y++)
         for (int32_t x = 0; x < nx; x++) {
             braid_pos *p = out + 4 * ((size_t)y * nx + x);

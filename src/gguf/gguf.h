@@ -97,11 +97,12 @@ BRAID_NODISCARD braid_status gguf_open(const char *path, gguf_file **out);
 /* Validates a buffer in memory (the caller keeps it alive until gguf_close; it is not copied). */
 BRAID_NODISCARD braid_status gguf_open_memory(const void *data, size_t size, gguf_file **out);
 void gguf_close(gguf_file *f);
-/* Maps every page of the tensor data into the process now (a mapped file; a no-op for a buffer). A model
- * about to compute touches all of its weights on the first token anyway; paying for that one page fault at a
- * time costs far more (seconds on a large model under virtualization) than one populate call at load. Best
- * effort: on a kernel without MADV_POPULATE_READ it only asks for read-ahead. */
-void gguf_prefault(const gguf_file *f);
+/* Maps the pages of [p, p + n) (inside the file's tensor data) into the process now: a mapped file; a no-op
+ * for a buffer. A model about to compute touches all of its weights on the first token anyway; paying for
+ * that one page fault at a time costs far more (seconds on a large model under virtualization) than one
+ * populate call at load. The caller chooses the ranges (the tensors a model binds, not the ones it skips) and
+ * whether they fit in memory. Best effort: without MADV_POPULATE_READ it only asks for read-ahead. */
+void gguf_prefault(const gguf_file *f, const void *p, size_t n);
 
 uint32_t gguf_version(const gguf_file *f);
 size_t gguf_alignment(const gguf_file *f);

@@ -589,15 +589,17 @@ braid_status gguf_open(const char *path, gguf_file **out) {
     return open_common(f, out);
 }
 
-void gguf_prefault(const gguf_file *f) {
-    if (!f || !f->map) return;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), off = f->data_offset / page * page;
-    if (off >= f->size) return;
-    uint8_t *p = (uint8_t *)f->map + off;
+void gguf_prefault(const gguf_file *f, const void *p, size_t n) {
+    if (!f || !f->map || !p || !n) return;
+    const uint8_t *base = f->map, *q = p;
+    if (q < base || (size_t)(q - base) >= f->size) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), lo = (size_t)(q - base) / page * page;
+    size_t hi = (size_t)(q - base) + (n < f->size - (size_t)(q - base) ? n : f->size - (size_t)(q - base));
+    uint8_t *start = (uint8_t *)f->map + lo;
 #ifdef MADV_POPULATE_READ
-    if (madvise(p, f->size - off, MADV_POPULATE_READ) == 0) return;
+    if (madvise(start, hi - lo, MADV_POPULATE_READ) == 0) return;
 #endif
-    (void)madvise(p, f->size - off, MADV_WILLNEED);
+    (void)madvise(start, hi - lo, MADV_WILLNEED);
 }
 
 void gguf_close(gguf_file *f) {

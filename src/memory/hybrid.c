@@ -430,7 +430,9 @@ static braid_status edit_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_po
                             "%d (positions never decrease within a sequence)",
                             op, s, i1 - 1, (long long)n1, i1, hist_pos(m, h, i1)[0]);
     }
-    if (i0 == i1) return BRAID_OK;
+    /* An edit that moves nothing (an empty range, a shift by 0, a division by 1) must not cost the rollback
+     * buffer or mark the state inexact. */
+    if (i0 == i1 || (k == 0 && d == 0) || k == 1) return BRAID_OK;
     if (m->kv) {
         uint32_t need = kv_count_shared(m->kv, s, (uint32_t)i0, (uint32_t)i1);
         if (need > m->kv->n_free)

@@ -2,6 +2,7 @@
  * loader.h for the rules and why they are llama.cpp's). */
 #include "models/loader.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,12 +45,31 @@ braid_status bd_key_u32(const bd_loader *l, const char *suffix, int required, ui
     return BRAID_OK;
 }
 
+/* Float hyperparameters with a sign constraint (suffixes after "<arch>."); every float key must be finite. A
+ * NaN or zero here does not fail the load in llama.cpp either: it fails much later as NaN logits, far from
+ * the key that caused it, so the loader names the key instead. */
+static const struct {
+    const char *suffix;
+    int allow_zero; /* 0: must be > 0; 1: >= 0 */
+} f32_rules[] = {
+    {"attention.layer_norm_rms_epsilon", 0}, /* divides by sqrt(mean + eps) */
+    {"attention.layer_norm_epsilon", 0},
+    {"rope.freq_base", 0},                   /* theta = base^(-2i/n): 0, negative or NaN give NaN angles */
+    {"rope.scaling.factor", 1},              /* 0: no scaling; else the inverse scales positions */
+};
+
 braid_status bd_key_f32(const bd_loader *l, const char *suffix, int required, float *out) {
     char key[256];
     const gguf_value *v = find_key(l, suffix, key, sizeof key);
     if (!v) return required ? bd_error(BRAID_E_FORMAT, "key not found in model: %s", key) : BRAID_OK;
     if (v->type != GGUF_TYPE_FLOAT32) return wrong_type(key, "float32", v);
-    *out = (float)v->f64;
+    const float x = (float)v->f64;
+    if (!isfinite(x)) return bd_error(BRAID_E_FORMAT, "key %s is %g, not a finite number", key, (double)x);
+    for (size_t i = 0; i < sizeof f32_rules / sizeof f32_rules[0]; i++)
+        if (!strcmp(suffix, f32_rules[i].suffix) && (f32_rules[i].allow_zero ? x < 0.0f : x <= 0.0f))
+            return bd_error(BRAID_E_FORMAT, "key %s is %g, must be %s", key, (double)x,
+                            f32_rules[i].allow_zero ? ">= 0" : "> 0");
+    *out = x;
     return BRAID_OK;
 }
 
@@ -163,12 +183,16 @@ braid_status bd_bind_layer(bd_loader *l, int il, const char *suffix, int64_t ne0
     return bd_bind(l, name, ne0, ne1, f32_only, required, out);
 }
 
+int bd_tensor_skipped(const char *name, int first_skipped_layer) {
+    int il;
+    return sscanf(name, "blk.%d.", &il) == 1 && il >= first_skipped_layer;
+}
+
 braid_status bd_loader_finish(bd_loader *l, int first_skipped_layer) {
     for (size_t i = 0; i < l->n_tensors; i++) {
         if (l->used[i]) continue;
         const char *name = gguf_tensor_at(l->f, i)->name;
-        int il;
-        if (sscanf(name, "blk.%d.", &il) == 1 && il >= first_skipped_layer) continue;
+        if (bd_tensor_skipped(name, first_skipped_layer)) continue;
         return bd_error(BRAID_E_FORMAT, "unexpected tensor %s (the file has tensors this architecture does not use)",
                         name);
     }

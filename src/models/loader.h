@@ -37,6 +37,8 @@ void bd_loader_free(bd_loader *l);
 
 /* Scalars "<arch>.<suffix>". Absent and !required: BRAID_OK, *out unchanged (set the default first). */
 BRAID_NODISCARD braid_status bd_key_u32(const bd_loader *l, const char *suffix, int required, uint32_t *out);
+/* Float keys must be finite; epsilons and rope.freq_base > 0, rope.scaling.factor >= 0 (BRAID_E_FORMAT naming
+ * the key otherwise). */
 BRAID_NODISCARD braid_status bd_key_f32(const bd_loader *l, const char *suffix, int required, float *out);
 BRAID_NODISCARD braid_status bd_key_str(const bd_loader *l, const char *suffix, int required, gguf_str *out);
 /* Per-layer key: array of exactly n (INT32/UINT32/BOOL) or a scalar UINT32 broadcast. *found = 0 if absent. */
@@ -59,8 +61,12 @@ BRAID_NODISCARD braid_status bd_bind3(bd_loader *l, const char *name, int64_t ne
                                       int f32_only, int required, bd_weight *out);
 BRAID_NODISCARD braid_status bd_bind_layer3(bd_loader *l, int il, const char *suffix, int64_t ne0, int64_t ne1,
                                             int64_t ne2, int f32_only, int required, bd_weight *out);
-/* Marks tensors of layers >= first_skipped_layer (MTP/NextN blocks that the main forward never runs) as used,
- * then fails with BRAID_E_FORMAT naming the first tensor that nobody bound. */
+/* 1 if `name` is a tensor of a layer >= first_skipped_layer ("blk.<il>.", an MTP/NextN block that the main
+ * forward never runs). */
+int bd_tensor_skipped(const char *name, int first_skipped_layer);
+/* Marks tensors of layers >= first_skipped_layer (bd_tensor_skipped) as used, then fails with BRAID_E_FORMAT
+ * naming the first tensor that nobody bound. So after a successful load every tensor of the file is bound
+ * except the skipped ones: the engine prefaults exactly those (layout.n_layer is the first skipped layer). */
 BRAID_NODISCARD braid_status bd_loader_finish(bd_loader *l, int first_skipped_layer);
 
 /* Row r of a weight, e.g. one embedding row. */

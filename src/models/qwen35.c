@@ -202,7 +202,9 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
     if (m->variant != QW_QWEN3NEXT && (sect <= 0 || sect > hd || (hp->sections[0] | hp->sections[1] | hp->sections[2]) == 0))
         return bd_error(BRAID_E_FORMAT, "qwen35: rope.dimension_sections sum %lld must be in 1..head_dim %u",
                         (long long)sect, hd);
-    if (hp->S == 0 || hp->S > 4096 || hp->H_k == 0 || hp->H_v == 0 || hp->H_v % hp->H_k)
+    if (hp->S == 0 || hp->S > 4096)
+        return bd_error(BRAID_E_FORMAT, "qwen35: ssm.state_size %u not in 1..4096", hp->S);
+    if (hp->H_k == 0 || hp->H_v == 0 || hp->H_v % hp->H_k)
         return bd_error(BRAID_E_FORMAT, "qwen35: ssm.time_step_rank %u must be a multiple of ssm.group_count %u",
                         hp->H_v, hp->H_k);
     if (hp->d_inner != hp->S * hp->H_v)

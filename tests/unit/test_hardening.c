@@ -11,7 +11,11 @@
  *    once instead of blocking the thread in open() forever (API and the braid command; an alarm fails the test
  *    if anything blocks).
  *  - a state saved with another model of the same shape (another seed: same names, shapes, types) is refused
- *    with BRAID_E_MISMATCH naming both models (the fingerprint now covers a digest of the weights). */
+ *    with BRAID_E_MISMATCH naming both models (the fingerprint now covers a digest of the weights).
+ *  - smaller: a shift by 0 or a division by 1 keeps the rollback buffer and the state exact; image positions
+ *    that would overflow are refused (-1) instead of wrapping.
+ * Float hyperparameters, ssm.state_size, NaN logits and the prefault of skipped tensors are in
+ * test_qwen35_load.c, next to the other load checks. */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -363,6 +367,47 @@ static void test_other_weights(const braid_model *a) {
     braid_model_free(b);
 }
 
+/* ---- 7. edits that move nothing; image positions at the limit ------------------------------------------- */
+
+static void test_noop_edits(void) {
+    static const toy_layout t = {.name = "noop", .n_seq = 1, .n_pos = 1, .n_ctx = 32, .n_attn = 1, .n_rs = 1,
+                                 .interval = 0, .rollback = 4, .n_ubatch = 8, .kv_type = BRAID_TYPE_F32,
+                                 .nk = {2}, .nv = {2}, .nconv = {2}, .nssm = {2}, .budget_blocks = 4};
+    mem_params p = toy_params(&t);
+    mem *m = NULL;
+    CHECK_STATUS(mem_new(&p, &m), BRAID_OK);
+    if (!m) return;
+    CHECK_STATUS(toy_decode(&t, m, 0, 6, 1), BRAID_OK);
+    CHECK_STATUS(toy_decode(&t, m, 0, 3, 20), BRAID_OK); /* a decode of 3 <= n_rollback: a rollback buffer */
+    int32_t lo, hi;
+    mem_seq_rollback_range(m, 0, &lo, &hi);
+    CHECK(lo == 6 && hi == 9, "rollback [%d, %d]", lo, hi);
+    CHECK_STATUS(mem_seq_shift_pos(m, 0, 0, 9, 0), BRAID_OK);
+    CHECK_STATUS(mem_seq_div_pos(m, 0, 0, 9, 1), BRAID_OK);
+    mem_seq_rollback_range(m, 0, &lo, &hi);
+    CHECK(lo == 6 && hi == 9, "a shift by 0 / division by 1 dropped the rollback buffer: [%d, %d]", lo, hi);
+    CHECK(mem_seq_approx_from(m, 0) == -1, "a shift by 0 marked the state inexact (%d)", mem_seq_approx_from(m, 0));
+    CHECK(mem_kv_n_rotations_pending(m) == 0, "a shift by 0 left K rows to re-rotate");
+    mem_batch *rb = NULL;
+    CHECK_STATUS(mem_seq_truncate(m, 0, 7, &rb), BRAID_OK);
+    CHECK(rb == NULL, "truncation into the rollback buffer needed a replay");
+    if (rb) mem_batch_abort(m, rb);
+    mem_free(m);
+
+    braid_pos out[4 * 6];
+    CHECK(braid_image_positions(NULL, 10, 3, 2, out) == 13 && out[4 * 5 + 1] == 11 && out[4 * 5 + 2] == 12,
+          "a 3x2 image at 10");
+    CHECK(braid_image_positions(NULL, INT32_MAX - 1, 3, 2, out) == -1, "an image at INT32_MAX - 1 wrapped");
+    CHECK(braid_image_positions(NULL, (1 << 29) - 1, 3, 2, out) == -1, "an image past the last position");
+    CHECK(braid_image_positions(NULL, -5, 3, 2, out) == -1, "an image at a negative position");
+    CHECK(braid_image_positions(NULL, 0, 0, 2, out) == -1 && braid_image_positions(NULL, 0, 2, 2, NULL) == -1,
+          "an empty image or no output");
+    /* accessors on a NULL model answer instead of faulting */
+    CHECK(!strcmp(braid_model_arch(NULL), "") && braid_model_n_vocab(NULL) == 0 && braid_model_n_embd(NULL) == 0 &&
+              braid_model_n_layer(NULL) == 0 && !braid_model_has_attention(NULL) && !braid_model_has_recurrent(NULL),
+          "accessors on NULL");
+}
+
 int main(void) {
     if (!mkdtemp(dir)) return 1;
     char path[600];
@@ -374,6 +419,7 @@ int main(void) {
     if (m) test_not_regular(m);
     if (m) test_other_weights(m);
     test_replay_guard();
+    test_noop_edits();
     braid_model_free(m);
     unlink(path);
     rmdir(dir);

@@ -365,6 +365,8 @@ static void op_edit_pos(world *w, int div) {
         bad |= i0 > 0 && n0 < q->pos[i0 - 1][0];
         bad |= i1 < q->len && n1 > q->pos[i1][0];
     }
+    const int noop = div ? k == 1 : d == 0; /* moves nothing: unshares nothing, keeps the state exact */
+    if (noop) need = 0;
     size_t nb;
     void *before = snapshot(w, &nb);
     uint32_t n_free = mem_kv_n_free(w->m);
@@ -380,7 +382,7 @@ static void op_edit_pos(world *w, int div) {
     WCHECK(w, st == BRAID_OK, "edit_pos: %s", braid_last_error());
     for (int32_t i = i0; i < i1; i++)
         for (uint32_t c = 0; c < nc; c++) q->pos[i][c] = div ? q->pos[i][c] / k : q->pos[i][c] + d;
-    if (t->n_attn && t->n_rs && i0 < i1) ref_mark_approx(q, i0);
+    if (t->n_attn && t->n_rs && i0 < i1 && !noop) ref_mark_approx(q, i0);
     op_count[div ? OP_DIV : OP_SHIFT]++;
 }
 
