@@ -759,7 +759,8 @@ static braid_status run_for(tpl_env *e, const tpl_node *n, tpl_frame *outer, tv 
             lv.u.loop = lp;
             for (size_t i = 0; s == BRAID_OK && i < items.u.l->n; i++) {
                 lp->index0 = i;
-                s = assign(e, n->a, f, items.u.l->v[i]);
+                s = tpl_step(e, n); /* an empty body still costs a step per iteration */
+                if (s == BRAID_OK) s = assign(e, n->a, f, items.u.l->v[i]);
                 if (s == BRAID_OK) s = tpl_frame_set(e, f, "loop", 4, lv);
                 if (s == BRAID_OK) s = exec_body(e, &n->body, f);
                 if (e->brk == 1) { e->brk = 0; break; }

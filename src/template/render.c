@@ -9,9 +9,9 @@
 #include "base/status.h"
 #include "template/tpl.h"
 
-#define ARENA_LIMIT ((size_t)512 << 20) /* bytes of values, tokens and nodes per render */
+#define ARENA_LIMIT ((size_t)256 << 20) /* bytes of values, tokens and nodes per render */
 #define DEFAULT_MAX_OUTPUT ((size_t)16 << 20)
-#define STEP_LIMIT 50000000ull           /* statements and expressions evaluated */
+#define STEP_LIMIT 10000000ull           /* statements and expressions evaluated */
 #define DEPTH_LIMIT 256                  /* macro calls / recursive loops nested */
 
 braid_chat_params braid_chat_default_params(void) {
