@@ -469,8 +469,8 @@ braid_status tpl_call_value(tpl_env *e, const tpl_node *at, tv fn, tv *args, siz
 
 /* ---- expressions ------------------------------------------------------------------------------------------ */
 
-static braid_status eval_filter(tpl_env *e, const tpl_node *n, tpl_frame *f, tv x, tv *out) {
-    if (n->a) BD_TRY(tpl_eval(e, n->a, f, &x));
+/* Applies filter node n to x (already evaluated): checks the name, evaluates the arguments. */
+static braid_status apply_filter_node(tpl_env *e, const tpl_node *n, tpl_frame *f, tv x, tv *out) {
     if (!tpl_filter_exists(n->name, n->name_len))
         return tpl_fail(n, BRAID_E_INVALID, "TemplateRuntimeError: No filter named '%.*s' found.", (int)n->name_len,
                         n->name);
@@ -480,18 +480,17 @@ static braid_status eval_filter(tpl_env *e, const tpl_node *n, tpl_frame *f, tv 
     return tpl_apply_filter(e, n, n->name, n->name_len, x, &a, f, out);
 }
 
+static braid_status eval_filter(tpl_env *e, const tpl_node *n, tpl_frame *f, tv x, tv *out) {
+    if (n->a) BD_TRY(tpl_eval(e, n->a, f, &x));
+    return apply_filter_node(e, n, f, x, out);
+}
+
 /* A filter chain whose innermost operand is the text x (filter blocks, set blocks). */
 static braid_status eval_filter_chain(tpl_env *e, const tpl_node *n, tpl_frame *f, tv x, tv *out) {
     if (!n) { *out = x; return BRAID_OK; }
     tv inner = x;
     if (n->a) BD_TRY(eval_filter_chain(e, n->a, f, x, &inner));
-    if (!tpl_filter_exists(n->name, n->name_len))
-        return tpl_fail(n, BRAID_E_INVALID, "TemplateRuntimeError: No filter named '%.*s' found.", (int)n->name_len,
-                        n->name);
-    callargs ca;
-    BD_TRY(eval_args(e, n, f, &ca));
-    tpl_args a = {ca.pos, ca.npos, ca.kwn, ca.kwl, ca.kwv, ca.nkw};
-    return tpl_apply_filter(e, n, n->name, n->name_len, inner, &a, f, out);
+    return apply_filter_node(e, n, f, inner, out);
 }
 
 static int cmp_result(int op, int lt, int eq) {

@@ -731,11 +731,7 @@ braid_status tpl_apply_filter(tpl_env *e, const tpl_node *at, const char *name, 
         if (x.k != TV_DICT) return tpl_fail(at, BRAID_E_INVALID, "TypeError: Can only get item pairs from a mapping.");
         for (size_t i = 0; i < x.u.m->n; i++) {
             tv pair;
-            BD_TRY(tv_new_list(e->a, 2, &pair));
-            pair.f = TVF_TUPLE;
-            pair.u.l->v[0] = x.u.m->k[i];
-            pair.u.l->v[1] = x.u.m->v[i];
-            pair.u.l->n = 2;
+            BD_TRY(tv_pair(e->a, x.u.m->k[i], x.u.m->v[i], &pair));
             BD_TRY(tv_list_push(e->a, out->u.l, pair));
         }
         return BRAID_OK;
@@ -757,11 +753,7 @@ braid_status tpl_apply_filter(tpl_env *e, const tpl_node *at, const char *name, 
         if (!keys) return oom();
         for (size_t i = 0; i < cnt; i++) {
             tv pair;
-            BD_TRY(tv_new_list(e->a, 2, &pair));
-            pair.f = TVF_TUPLE;
-            pair.u.l->v[0] = x.u.m->k[i];
-            pair.u.l->v[1] = x.u.m->v[i];
-            pair.u.l->n = 2;
+            BD_TRY(tv_pair(e->a, x.u.m->k[i], x.u.m->v[i], &pair));
             out->u.l->v[i] = pair;
             keys[i] = pos ? x.u.m->v[i] : x.u.m->k[i];
             if (!(cs && tv_truthy(*cs))) BD_TRY(lower_value(e, keys[i], &keys[i]));

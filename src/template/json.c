@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "template/tpl.h"
+#include "tokenizer/unicode.h"
 
 #define JSON_MAX_DEPTH 512
 
@@ -47,17 +48,6 @@ static int hex4(const char *p, uint32_t *v) {
     return 1;
 }
 
-static size_t put_utf8(char *o, uint32_t c) {
-    if (c < 0x80) { o[0] = (char)c; return 1; }
-    if (c < 0x800) { o[0] = (char)(0xC0 | (c >> 6)); o[1] = (char)(0x80 | (c & 0x3F)); return 2; }
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | (c >> 12)); o[1] = (char)(0x80 | ((c >> 6) & 0x3F)); o[2] = (char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (c >> 18)); o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F)); o[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
 
 /* Length of a well-formed UTF-8 sequence at p (no overlongs, no surrogates, <= U+10FFFF), 0 if malformed. */
 static size_t utf8_valid(const unsigned char *p, size_t n) {
@@ -121,7 +111,7 @@ static braid_status parse_string(jr *r, tv *out) {
                 } else if (v >= 0xDC00 && v <= 0xDFFF) {
                     return jfail(r, "unpaired surrogate in \\u escape");
                 }
-                k += put_utf8(o + k, v);
+                k += tok_utf8_encode(v, (uint8_t *)o + k);
                 break;
             }
             default: r->i -= 1; return jfail(r, "bad escape");

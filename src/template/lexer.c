@@ -18,6 +18,7 @@
 
 #include "base/status.h"
 #include "template/tpl.h"
+#include "tokenizer/unicode.h"
 
 typedef struct lx {
     tpl_arena *a;
@@ -139,17 +140,6 @@ static int hexval(char c) {
     return -1;
 }
 
-static size_t enc_utf8(char *o, uint32_t c) {
-    if (c < 0x80) { o[0] = (char)c; return 1; }
-    if (c < 0x800) { o[0] = (char)(0xC0 | (c >> 6)); o[1] = (char)(0x80 | (c & 0x3F)); return 2; }
-    if (c < 0x10000) {
-        o[0] = (char)(0xE0 | (c >> 12)); o[1] = (char)(0x80 | ((c >> 6) & 0x3F)); o[2] = (char)(0x80 | (c & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (c >> 18)); o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((c >> 6) & 0x3F)); o[3] = (char)(0x80 | (c & 0x3F));
-    return 4;
-}
 
 /* Decodes a string literal body s[a, b) with Python's unicode-escape rules. */
 static braid_status decode_string(lx *l, size_t a, size_t b, tpl_tok *t) {
@@ -185,13 +175,13 @@ static braid_status decode_string(lx *l, size_t a, size_t b, tpl_tok *t) {
                 return lfail(l, i - 2, "escape out of range (or a surrogate) in a string literal");
             i += (size_t)digits;
             /* the output may be longer than the escape only for \xNN >= 0x80 (2 bytes for 4 chars): fits */
-            k += enc_utf8(o + k, v);
+            k += tok_utf8_encode(v, (uint8_t *)o + k);
             break;
         }
         case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
             uint32_t v = (uint32_t)(e - '0');
             for (int d = 0; d < 2 && i < b && l->s[i] >= '0' && l->s[i] <= '7'; d++) v = v * 8 + (uint32_t)(l->s[i++] - '0');
-            k += enc_utf8(o + k, v);
+            k += tok_utf8_encode(v, (uint8_t *)o + k);
             break;
         }
         case 'N': return lfail(l, i - 2, "\\N{...} escapes are not supported");

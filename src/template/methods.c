@@ -471,13 +471,7 @@ static braid_status dict_view(tpl_env *e, tv d, int which, tv *out) {
         if (which == 1) out->u.l->v[i] = d.u.m->k[i];
         else if (which == 2) out->u.l->v[i] = d.u.m->v[i];
         else {
-            tv pair;
-            BD_TRY(tv_new_list(e->a, 2, &pair));
-            pair.f = TVF_TUPLE;
-            pair.u.l->v[0] = d.u.m->k[i];
-            pair.u.l->v[1] = d.u.m->v[i];
-            pair.u.l->n = 2;
-            out->u.l->v[i] = pair;
+            BD_TRY(tv_pair(e->a, d.u.m->k[i], d.u.m->v[i], &out->u.l->v[i]));
         }
     }
     out->u.l->n = d.u.m->n;

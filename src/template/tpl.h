@@ -137,6 +137,8 @@ tv tv_undef_named(const char *p, size_t n);
 braid_status tv_new_list(tpl_arena *a, size_t cap, tv *out);
 braid_status tv_new_dict(tpl_arena *a, size_t cap, tv *out);
 braid_status tv_list_push(tpl_arena *a, tlist *l, tv x);
+/* The tuple (k, v), as dict.items() yields it. */
+braid_status tv_pair(tpl_arena *a, tv k, tv v, tv *out);
 /* Inserts or replaces key k (Python dict semantics: 1, 1.0 and True are one key). */
 braid_status tv_dict_set(tpl_arena *a, tdict *d, tv k, tv x);
 tv *tv_dict_get(const tdict *d, tv k);            /* NULL if absent */

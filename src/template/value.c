@@ -125,6 +125,15 @@ braid_status tv_list_push(tpl_arena *a, tlist *l, tv x) {
     return BRAID_OK;
 }
 
+braid_status tv_pair(tpl_arena *a, tv k, tv v, tv *out) {
+    BD_TRY(tv_new_list(a, 2, out));
+    out->f = TVF_TUPLE;
+    out->u.l->v[0] = k;
+    out->u.l->v[1] = v;
+    out->u.l->n = 2;
+    return BRAID_OK;
+}
+
 int tv_is_hashable(tv v) {
     switch (v.k) {
     case TV_NONE: case TV_BOOL: case TV_INT: case TV_FLOAT: case TV_STR: return 1;
