@@ -6,8 +6,8 @@
  * instead. --session FILE reuses a saved state for the prompt's shared prefix and saves it again after the
  * prompt and after the reply.
  *
- * Without -m the built-in default model is used: a random-weight qwen35 file written once by the gen-model
- * code into ~/.cache/braid/models/ (see default_model.c) and reused afterwards. */
+ * Without -m the built-in default model is used: the small trained qwen35 in the tree's models/ (see
+ * default_model.c and train/). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>

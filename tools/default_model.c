@@ -1,9 +1,7 @@
-/* default_model.c — the built-in default model: a random-weight qwen35 GGUF ("small" preset, with the real
- * qwen35 vocabulary from the oracle cache) written once by the gen-model code into $BRAID_MODELS_DIR, else
- * $BRAID_CACHE/models/, else ~/.cache/braid/models/, and reused afterwards, so `braid run -p ...` works with
- * no download. It is written to a temporary name and renamed into place, so an interrupted generation
- * never leaves a truncated file where the next run would find it. */
-#include <errno.h>
+/* default_model.c — finds the built-in default model (see default_model.h). The files are trained once by
+ * train/train.py and committed (models/, a few MB of Q8_0), so a fresh checkout runs real text with no download
+ * and no generation step. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,62 +9,55 @@
 #include <unistd.h>
 
 #include "default_model.h"
-#include "genmodel/genmodel.h"
 
-#define DEFAULT_MODEL_NAME "default-qwen35.gguf"
+#ifndef BRAID_BUILTIN_MODELS_DIR
+#define BRAID_BUILTIN_MODELS_DIR ""
+#endif
 
-/* mkdir -p for the directory part of path. */
-static int make_dirs(char *path) {
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        int bad = mkdir(path, 0755) != 0 && errno != EEXIST;
-        *p = '/';
-        if (bad) return 0;
-    }
-    return 1;
-}
-
-int tool_default_model_path(char *buf, size_t cap) {
-    const char *dir = getenv("BRAID_MODELS_DIR");
-    const char *cache = getenv("BRAID_CACHE");
-    const char *home = getenv("HOME");
-    int n;
-    if (dir && *dir) n = snprintf(buf, cap, "%s/" DEFAULT_MODEL_NAME, dir);
-    else if (cache && *cache) n = snprintf(buf, cap, "%s/models/" DEFAULT_MODEL_NAME, cache);
-    else n = snprintf(buf, cap, "%s/.cache/braid/models/" DEFAULT_MODEL_NAME, home && *home ? home : ".");
-    if (n < 0 || (size_t)n >= cap) {
-        fprintf(stderr, "braid: the cache path is too long\n");
-        return 0;
-    }
+static int is_file(const char *path) {
     struct stat st;
-    if (stat(buf, &st) == 0 && st.st_size > 0) return 1;
-
-    if (!make_dirs(buf)) {
-        fprintf(stderr, "braid: cannot create the directory of %s: %s\n", buf, strerror(errno));
-        return 0;
-    }
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", buf, (long)getpid());
-    gen_params gp;
-    gen_params_default(&gp);
-    gp.arch = "qwen35";
-    gp.preset = "small";
-    fprintf(stderr, "braid: generating the default model (qwen35, preset small) into %s ...\n", buf);
-    gen_summary sum;
-    braid_status s = gen_model_write(&gp, tmp, &sum);
-    if (s != BRAID_OK) {
-        fprintf(stderr, "braid: cannot generate the default model: %s: %s\n", braid_status_name(s),
-                braid_last_error());
-        unlink(tmp);
-        return 0;
-    }
-    if (rename(tmp, buf) != 0) {
-        fprintf(stderr, "braid: cannot move %s into place: %s\n", tmp, strerror(errno));
-        unlink(tmp);
-        return 0;
-    }
-    fprintf(stderr, "braid: default model ready (%llu parameters, %.1f MiB)\n", (unsigned long long)sum.n_params,
-            (double)sum.n_bytes / 1048576.0);
-    return 1;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
 }
+
+/* Tries dir/name; 1 if it exists (path left in buf). */
+static int try_dir(char *buf, size_t cap, const char *dir, const char *name) {
+    if (!dir || !*dir) return 0;
+    int n = snprintf(buf, cap, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < cap && is_file(buf);
+}
+
+static int find_model(char *buf, size_t cap, const char *name) {
+    const char *env = getenv("BRAID_MODELS_DIR");
+    if (env && *env) {
+        /* an explicit directory is the only place looked at: a test or a user pointing elsewhere must not
+         * silently get the tree's file */
+        if (try_dir(buf, cap, env, name)) return 1;
+        fprintf(stderr, "braid: the default model %s is not in $BRAID_MODELS_DIR (%s); give a model with -m\n",
+                name, env);
+        return 0;
+    }
+    if (try_dir(buf, cap, BRAID_BUILTIN_MODELS_DIR, name)) return 1;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            char dir[PATH_MAX + 32];
+            snprintf(dir, sizeof dir, "%s/../models", exe);
+            if (try_dir(buf, cap, dir, name)) return 1;
+            snprintf(dir, sizeof dir, "%s/../share/braid/models", exe);
+            if (try_dir(buf, cap, dir, name)) return 1;
+        }
+    }
+    fprintf(stderr,
+            "braid: the default model %s was not found (looked in %s and beside the executable); give a "
+            "model with -m or set BRAID_MODELS_DIR\n",
+            name, *BRAID_BUILTIN_MODELS_DIR ? BRAID_BUILTIN_MODELS_DIR : "(no source tree)");
+    return 0;
+}
+
+int tool_default_model_path(char *buf, size_t cap) { return find_model(buf, cap, BRAID_DEFAULT_MODEL_FILE); }
+
+int tool_default_draft_path(char *buf, size_t cap) { return find_model(buf, cap, BRAID_DEFAULT_DRAFT_FILE); }

@@ -21,8 +21,8 @@ void gen_opts_init(gen_opts *o) {
 
 void gen_opts_usage(FILE *f) {
     fprintf(f,
-            "  -m, --model FILE      GGUF model (default: the built-in qwen35 model, generated once into\n"
-            "                        ~/.cache/braid/models/)\n"
+            "  -m, --model FILE      GGUF model (default: the built-in trained qwen35 model, models/ of the\n"
+            "                        source tree, or $BRAID_MODELS_DIR)\n"
             "  -n, --n-predict N     generate at most N tokens (default 128)\n"
             "  --temp T              temperature, <= 0 for greedy (default 0.8)\n"
             "  --top-k K             keep the K best tokens, <= 0 off (default 40)\n"
