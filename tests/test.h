@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 static int test_passed_, test_failed_;
 
@@ -57,6 +58,31 @@ static inline char *test_read_file(const char *path, size_t *n) {
         *n = (size_t)size;
     }
     return b;
+}
+
+/* Runs a shell command; returns its stdout (malloc'd, NUL-terminated, caller frees; NULL if it could not be
+ * started) and sets *status to its exit code (-1 if it did not exit normally). */
+static inline char *test_run_cmd(const char *cmd, int *status) {
+    *status = -1;
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n - 1, p);
+        n += got;
+        if (got == 0) break;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    int st = pclose(p);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (buf) buf[n] = 0;
+    return buf;
 }
 
 static inline const char *test_env(const char *name, const char *fallback) {

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 
 #include "braid.h"
-#include "conformance/oracle_client.h"
+#include "oracle_client.h"
 #include "test.h"
 
 #define CTX 128
@@ -38,12 +38,12 @@ int main(void) {
     /* braid's figure, from the command */
     snprintf(cmd, sizeof cmd, "'%s/braid' perplexity -m '%s' -f '%s' --ctx %d --chunks %d -t 1 2>/dev/null", build,
              model, text_path, CTX, CHUNKS);
-    FILE *p = popen(cmd, "r");
+    int st;
+    char *line = test_run_cmd(cmd, &st);
     double ppl_braid = 0;
-    char line[512] = {0};
-    int got = p && fgets(line, sizeof line, p) && sscanf(line, "PPL = %lf", &ppl_braid) == 1;
-    int st = p ? pclose(p) : -1;
-    CHECK(got && WIFEXITED(st) && WEXITSTATUS(st) == 0, "braid perplexity prints a PPL line: '%s'", line);
+    CHECK(st == 0 && line && sscanf(line, "PPL = %lf", &ppl_braid) == 1, "braid perplexity prints a PPL line: '%s'",
+          line ? line : "");
+    free(line);
 
     /* the same tokens on both sides */
     braid_model *m = NULL;

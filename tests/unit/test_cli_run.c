@@ -14,29 +14,6 @@
 
 static char braid_exe[2048], model_path[2048];
 
-/* Runs a shell command, returns its stdout (malloc'd) and its exit status. */
-static char *run_cmd(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n - 1, p);
-        n += got;
-        if (got == 0) break;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    if (buf) buf[n] = 0;
-    return buf;
-}
-
 /* The greedy continuation of prompt (n_gen tokens, stopping at an end-of-generation token) via the API. */
 static int greedy_ref(braid_model *m, const braid_token *prompt, int n_prompt, int n_gen, braid_token *out) {
     braid_context *ctx = NULL;
@@ -106,7 +83,7 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s' -n %d --temp 0 -b 3 -t 1 --json 2>'%s'", braid_exe,
              model_path, prompt, N_GEN, err_path);
     int st = -1;
-    char *out = run_cmd(cmd, &st);
+    char *out = test_run_cmd(cmd, &st);
     CHECK(st == 0 && out, "braid run --json exits with 0 (got %d)", st);
     json_error_t jerr;
     json_t *j = out ? json_loads(out, 0, &jerr) : NULL;
@@ -147,7 +124,7 @@ int main(void) {
         CHECK_STATUS(braid_detokenize(m, got_g, (size_t)(ng > 0 ? ng : 0), 0, &ref_text, &ref_len), BRAID_OK);
         snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s' -n %d --temp 0 -t 1 2>/dev/null", braid_exe,
                  model_path, prompt, N_GEN);
-        char *text = run_cmd(cmd, &st);
+        char *text = test_run_cmd(cmd, &st);
         CHECK(st == 0 && text, "braid run exits with 0");
         if (text && ref_text) {
             size_t tl = strlen(text);
@@ -168,7 +145,7 @@ int main(void) {
                  "'%s' run -m '%s' -p 'Once upon a time' -n 16 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 "
                  "--seed %d -t 1 --json 2>/dev/null",
                  braid_exe, model_path, r < 2 ? 11 : 12);
-        runs[r] = run_cmd(cmd, &st);
+        runs[r] = test_run_cmd(cmd, &st);
         CHECK(st == 0 && runs[r], "sampled run %d exits with 0", r);
     }
     if (runs[0] && runs[1] && runs[2]) {
@@ -188,12 +165,12 @@ int main(void) {
                          "run -p hi -f also.txt"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", braid_exe, bad[i]);
-        char *o = run_cmd(cmd, &st);
+        char *o = test_run_cmd(cmd, &st);
         CHECK(st == 2, "'braid %s' is a usage error (exit %d)", bad[i], st);
         free(o);
     }
     snprintf(cmd, sizeof cmd, "'%s' run -m /nonexistent.gguf -p hi 2>/dev/null", braid_exe);
-    free(run_cmd(cmd, &st));
+    free(test_run_cmd(cmd, &st));
     CHECK(st == 1, "a missing model file is a failure (exit %d)", st);
 
     /* Without -m: the default model is looked up (tools/default_model.c); $BRAID_MODELS_DIR, when set, is the
@@ -204,18 +181,18 @@ int main(void) {
     snprintf(linked, sizeof linked, "%s/kjv-qwen35-q8_0.gguf", cache);
     unlink(linked);
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", cache);
-    free(run_cmd(cmd, &st));
+    free(test_run_cmd(cmd, &st));
     snprintf(cmd, sizeof cmd, "BRAID_MODELS_DIR='%s' '%s' run -p 'Hi' -n 4 --temp 0 -t 1 2>/dev/null", cache,
              braid_exe);
-    free(run_cmd(cmd, &st));
+    free(test_run_cmd(cmd, &st));
     CHECK(st == 1, "no default model in $BRAID_MODELS_DIR is a failure (exit %d)", st);
     CHECK(symlink(model_path, linked) == 0, "link the test model under the default name");
     snprintf(cmd, sizeof cmd, "BRAID_MODELS_DIR='%s' '%s' run -p 'Hi' -n 4 --temp 0 -t 1 2>/dev/null", cache,
              braid_exe);
-    char *dflt = run_cmd(cmd, &st);
+    char *dflt = test_run_cmd(cmd, &st);
     CHECK(st == 0 && dflt, "run with the default model exits with 0 (%d)", st);
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Hi' -n 4 --temp 0 -t 1 2>/dev/null", braid_exe, model_path);
-    char *expl = run_cmd(cmd, &st);
+    char *expl = test_run_cmd(cmd, &st);
     CHECK(st == 0 && expl && dflt && !strcmp(dflt, expl), "without -m the default file is the one used");
     free(dflt);
     free(expl);
@@ -225,7 +202,7 @@ int main(void) {
     /* braid bench on the same file: a JSON object with positive speeds and a roofline. */
     snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' -p 16 -n 4 -r 1 -t 1 --bw-mib 32 --json 2>/dev/null", braid_exe,
              model_path);
-    char *bo = run_cmd(cmd, &st);
+    char *bo = test_run_cmd(cmd, &st);
     CHECK(st == 0 && bo, "braid bench exits with 0 (%d)", st);
     json_t *bj = bo ? json_loads(bo, 0, NULL) : NULL;
     CHECK(bj && json_real_value(json_object_get(bj, "pp_tokens_per_second")) > 0 &&

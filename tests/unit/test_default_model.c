@@ -24,19 +24,6 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
 
 static int known(const char *w) { return bsearch(&w, words, n_words, sizeof *words, cmp_str) != NULL; }
 
-static char *run_cmd(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 14, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + n, 1, cap - n - 1, p)) > 0) n += got;
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    if (buf) buf[n] = 0;
-    return buf;
-}
-
 int main(void) {
     const char *src = test_env("BRAID_SOURCE_DIR", ".");
     const char *build = test_env("BRAID_BUILD_DIR", "build");
@@ -63,7 +50,7 @@ int main(void) {
         int st = -1;
         snprintf(cmd, sizeof cmd, "env -u BRAID_MODELS_DIR '%s/braid' run -p '%s' -n 40 --temp 0 -t 1 2>/dev/null",
                  build, PROMPTS[p]);
-        char *out = run_cmd(cmd, &st);
+        char *out = test_run_cmd(cmd, &st);
         CHECK(st == 0 && out, "'%s': braid run without -m exits with 0 (%d)", PROMPTS[p], st);
         if (!out) continue;
         size_t t0 = total, h0 = hits, n_distinct = 0;
