@@ -22,6 +22,7 @@ int main(void) {
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tests/oracle/ggml_variant.h"
 #include "bench_util.h"
 #include "tensor/dot.h"
 #include "tensor/gemm_q.h"
@@ -216,19 +217,14 @@ int main(int argc, char **argv) {
             return 1;
         }
         llama_log_set(quiet_log, NULL);
-        /* BRAID_GGML_CPU=haswell (say) loads that CPU variant instead of the best one for this CPU, so that
-         * braid forced to a lower level (BRAID_SIMD=avx2) meets llama.cpp at the same level. */
-        const char *force = getenv("BRAID_GGML_CPU");
-        if (force && *force) {
-            char lib[4200];
-            snprintf(lib, sizeof lib, "%s/libggml-cpu-%s.so", dir, force);
-            if (!ggml_backend_load(lib)) {
-                fprintf(stderr, "BRAID_GGML_CPU=%s: cannot load %s on this CPU\n", force, lib);
-                return 1;
-            }
-        } else {
-            ggml_backend_load_all_from_path(dir);
+        /* the CPU build ggml would pick here, or BRAID_GGML_CPU's (the tests' choice: ggml_variant.h) */
+        char cpu[4096] = "", cpu_name[128], why[512] = "ggml could not load its CPU backend";
+        if (ggml_variant_pick(dir, cpu, sizeof cpu, cpu_name, sizeof cpu_name, why, sizeof why) != GGML_VARIANT_OK ||
+            !ggml_backend_load(cpu)) {
+            fprintf(stderr, "llama.cpp: %s\n", why);
+            return 1;
         }
+        fprintf(stderr, "llama.cpp: ggml CPU backend %s\n", cpu_name);
         llama_backend_init();
         if (!llama_run(path, &c, lpp, ltg)) failed = 1;
     }

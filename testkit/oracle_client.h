@@ -40,6 +40,7 @@ typedef struct oracle {
     char *reply; /* the latest reply line, without "ok" and the newline */
     size_t reply_cap;
     int32_t n_vocab, n_embd, n_layer, n_pos, n_seq_max;
+    char cpu[64]; /* the ggml CPU variant the driver loaded (oracle/ggml_variant.h) */
 } oracle;
 
 /* Path of the driver binary (static storage). */
@@ -172,8 +173,8 @@ static inline braid_status oracle_start(const char *model, const char *opts, ora
     }
     const char *r;
     braid_status s = oracle_cmd(o, &r, "info");
-    if (s == BRAID_OK && sscanf(r, "n_vocab %d n_embd %d n_layer %d n_pos %d n_seq_max %d", &o->n_vocab, &o->n_embd,
-                                &o->n_layer, &o->n_pos, &o->n_seq_max) != 5)
+    if (s == BRAID_OK && sscanf(r, "n_vocab %d n_embd %d n_layer %d n_pos %d n_seq_max %d cpu %63s", &o->n_vocab,
+                                &o->n_embd, &o->n_layer, &o->n_pos, &o->n_seq_max, o->cpu) != 6)
         s = bd_error(BRAID_E_FORMAT, "oracle: bad info reply '%s'", r);
     if (s != BRAID_OK) {
         char msg[512];

@@ -1,10 +1,19 @@
-/* oracle_cpu.h — reaching ggml's CPU backend (libggml-cpu-<variant>.so) from a conformance test.
+/* oracle_cpu.h — the ggml CPU backend llama.cpp runs here, reached from a conformance test, and the pair a
+ * comparison runs: that ggml variant against braid's SIMD level.
  *
- * The CPU backend is not linked: llama.cpp loads one variant at run time, chosen for the CPU. Its
- * ggml_get_type_traits_cpu() gives the activation converters (quantize_row_q8_0 / q8_K, fp32 -> fp16 ...) and
- * the vec_dot functions llama.cpp really runs, which is what braid's dot products must agree with. This
- * helper dlopens the variant llama.cpp would pick here (BRAID_GGML_CPU overrides, e.g. "haswell"): the one
- * whose ggml_backend_score() is highest, as ggml_backend_load_best does (on an AVX-512 CPU without AMX: zen4). Header-only, shared by the tests that need it. */
+ * The CPU backend is not linked: llama.cpp loads one variant at run time (oracle/ggml_variant.h picks it as
+ * ggml does; BRAID_GGML_CPU forces one, e.g. "haswell"). Its ggml_get_type_traits_cpu() gives the activation
+ * converters (quantize_row_q8_0 / q8_K, fp32 -> fp16 ...) and the vec_dot functions llama.cpp really runs,
+ * which is what braid's dot products must agree with.
+ *
+ * The pair. braid reproduces the float order of one family of ggml builds per SIMD level: its avx512 level
+ * that of the AVX-512 builds (zen4, sapphirerapids, icelake, ...), its avx2 level that of the AVX2 builds
+ * (haswell, alderlake); tensor/dot.h has the orders. For such a pair a comparison asserts bit-identity where
+ * braid claims it; for any other pair (an AVX-512 CPU without VNNI, where braid runs avx2 and ggml skylakex; a
+ * CPU without AVX2; BRAID_SIMD=scalar) only agreement within llama.cpp's own agreement with itself plus a
+ * stated margin. A comparison that cannot run here (BRAID_SIMD asks for a level this CPU lacks,
+ * BRAID_GGML_CPU for a build it cannot run) is skipped: oracle_pair_get prints why, and the test exits with
+ * TEST_SKIP_CODE, which CTest reports as skipped. Header-only, shared by the tests that need it. */
 #ifndef BRAID_TESTS_ORACLE_CPU_H
 #define BRAID_TESTS_ORACLE_CPU_H
 
@@ -16,65 +25,95 @@
 #include <ggml-cpu.h>
 #include <ggml.h>
 
-#include "tensor/cpu.h"
+#include "../oracle/ggml_variant.h"
+#include "tensor/dot.h"
+#include "tensor/simd.h"
 
 typedef const struct ggml_type_traits_cpu *(*oracle_cpu_traits_fn)(enum ggml_type);
 
-/* Loads the CPU backend once; returns its traits function, or NULL (with a message on stderr). *variant gets
- * the variant's name. */
-static oracle_cpu_traits_fn oracle_cpu_traits(const char **variant) {
-    static oracle_cpu_traits_fn fn;
-    static const char *name;
-    if (fn) {
-        if (variant) *variant = name;
-        return fn;
-    }
-    /* ggml_backend_load_best: every variant reports a score for this CPU (0: cannot run here); the highest
-     * wins. BRAID_GGML_CPU forces one (e.g. "haswell"). */
-    static const char *const names[] = {"sapphirerapids", "zen4",  "cooperlake", "icelake",     "cannonlake",
-                                        "cascadelake",    "skylakex", "alderlake", "haswell",    "sandybridge",
-                                        "ivybridge",      "piledriver", "sse42",   "x64"};
-    const char *dir = getenv("BRAID_ORACLE_DIR"); /* set by CTest; else the default cache of fetch-oracle.sh */
-    char home_dir[2048];
-    if (dir == NULL || *dir == 0) {
-        snprintf(home_dir, sizeof home_dir, "%s/.cache/braid/oracle/3.22.1", getenv("HOME") ? getenv("HOME") : ".");
-        dir = home_dir;
-    }
-    const char *force = getenv("BRAID_GGML_CPU");
-    char path[4096];
-    void *best = NULL;
-    const char *best_name = NULL;
-    int best_score = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        const char *v = names[i];
-        if (force && *force && strcmp(force, v) != 0) continue;
-        snprintf(path, sizeof path, "%s/lib/libggml-cpu-%s.so", dir, v);
-        void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (h == NULL) continue;
-        int (*score)(void) = (int (*)(void))dlsym(h, "ggml_backend_score");
-        const int sc = score ? score() : 0;
-        if (sc > best_score || (force && *force)) {
-            if (best) dlclose(best);
-            best = h, best_name = v, best_score = sc;
-        } else {
-            dlclose(h);
+/* The oracle's library directory: BRAID_ORACLE_DIR/lib (set by CTest), else the default cache of
+ * fetch-oracle.sh. Static storage. */
+static inline const char *oracle_cpu_libdir(void) {
+    static char dir[2048];
+    const char *root = getenv("BRAID_ORACLE_DIR");
+    if (root && *root) snprintf(dir, sizeof dir, "%s/lib", root);
+    else snprintf(dir, sizeof dir, "%s/.cache/braid/oracle/3.22.1/lib", getenv("HOME") ? getenv("HOME") : ".");
+    return dir;
+}
+
+/* Which variant llama.cpp runs here (static storage; "" if none): the result of ggml_variant_pick, cached.
+ * *status (if given) gets ggml_variant_pick's return, *path its file. */
+static inline const char *oracle_cpu_variant(int *status, const char **path) {
+    static char name[128], file[4096], why[512];
+    static int st = 2;
+    if (st == 2) {
+        st = ggml_variant_pick(oracle_cpu_libdir(), file, sizeof file, name, sizeof name, why, sizeof why);
+        if (st != GGML_VARIANT_OK) {
+            fprintf(stderr, "oracle_cpu: %s\n", why);
+            name[0] = file[0] = 0;
         }
     }
-    if (best == NULL) {
-        fprintf(stderr, "oracle_cpu: no libggml-cpu-*.so under %s/lib runs here\n", dir);
-        return NULL;
-    }
-    void (*init)(void) = (void (*)(void))dlsym(best, "ggml_cpu_init");
-    fn = (oracle_cpu_traits_fn)dlsym(best, "ggml_get_type_traits_cpu");
-    if (init == NULL || fn == NULL) {
-        fprintf(stderr, "oracle_cpu: %s lacks ggml_cpu_init / ggml_get_type_traits_cpu\n", best_name);
-        fn = NULL;
+    if (status) *status = st;
+    if (path) *path = file;
+    return name;
+}
+
+/* Loads the CPU backend once; returns its traits function, or NULL (with a message on stderr). *variant gets
+ * the variant's name. */
+static inline oracle_cpu_traits_fn oracle_cpu_traits(const char **variant) {
+    static oracle_cpu_traits_fn fn;
+    const char *path = NULL;
+    int st = 0;
+    const char *name = oracle_cpu_variant(&st, &path);
+    if (variant) *variant = name;
+    if (fn || st != GGML_VARIANT_OK) return fn;
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void (*init)(void) = h ? (void (*)(void))dlsym(h, "ggml_cpu_init") : NULL;
+    oracle_cpu_traits_fn f = h ? (oracle_cpu_traits_fn)dlsym(h, "ggml_get_type_traits_cpu") : NULL;
+    if (init == NULL || f == NULL) {
+        fprintf(stderr, "oracle_cpu: %s: %s\n", path, h ? "lacks ggml_cpu_init / ggml_get_type_traits_cpu" : dlerror());
         return NULL;
     }
     init();
-    name = best_name;
-    if (variant) *variant = name;
+    fn = f;
     return fn;
+}
+
+/* braid's level and the ggml variant of this run, and whether braid claims bit-identity for them. */
+typedef struct oracle_pair {
+    const char *level;   /* bd_simd_level(): "avx512", "avx2", "scalar" */
+    const char *variant; /* "zen4", "haswell", ... */
+    int exact;           /* 1: braid follows this variant's float order (see the top of this file) */
+} oracle_pair;
+
+/* The float-order family (512 / 256, as ggml_variant_width) braid's level follows; 0 for scalar (the portable
+ * code follows the AVX-512 order in the dot products but is not claimed exact as a whole). */
+static inline int oracle_level_width(int level) {
+    return level == BD_SIMD_AVX512 ? 512 : level == BD_SIMD_AVX2 ? 256 : 0;
+}
+
+/* Fills *p and prints it; returns 0 if the comparison cannot run here (the reason printed: the caller skips
+ * with TEST_SKIP), 1 otherwise. */
+static inline int oracle_pair_get(oracle_pair *p) {
+    int st = 0;
+    p->variant = oracle_cpu_variant(&st, NULL);
+    p->level = bd_simd_level();
+    p->exact = 0;
+    const char *want = getenv("BRAID_SIMD");
+    if (want && *want && strcmp(want, p->level)) {
+        printf("SKIP: BRAID_SIMD=%s, but this CPU runs braid at %s\n", want, p->level);
+        return 0;
+    }
+    if (st == GGML_VARIANT_CANNOT_RUN) {
+        printf("SKIP: BRAID_GGML_CPU=%s cannot run on this CPU\n", getenv("BRAID_GGML_CPU"));
+        return 0;
+    }
+    if (st != GGML_VARIANT_OK) return 1; /* no oracle at all: the test's own checks fail on it */
+    const int w = oracle_level_width(bd_simd());
+    p->exact = w != 0 && w == ggml_variant_width(p->variant);
+    printf("pair: braid %s vs ggml %s: %s\n", p->level, p->variant,
+           p->exact ? "bit-identical where braid claims it" : "another float order: within llama.cpp's self-agreement + margin");
+    return 1;
 }
 
 #endif

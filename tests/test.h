@@ -2,7 +2,7 @@
  *
  * CHECK(cond, fmt, ...) counts a check and reports a failure with file:line and a message; the test goes on so
  * one run shows every failure. TEST_MAIN_END() prints "N passed, N failed" and returns the exit code
- * (non-zero if anything failed). Helpers find the source tree, build tree and oracle cache from the
+ * (non-zero if anything failed); TEST_SKIP(...) ends a test that cannot run here as skipped. Helpers find the source tree, build tree and oracle cache from the
  * environment CTest sets (BRAID_SOURCE_DIR, BRAID_BUILD_DIR, BRAID_ORACLE_DIR). */
 #ifndef BRAID_TESTS_TEST_H
 #define BRAID_TESTS_TEST_H
@@ -31,6 +31,17 @@ static int test_passed_, test_failed_;
         braid_status check_s_ = (expr);                                                                        \
         CHECK(check_s_ == (expected), "got %s, want %s (%s)", braid_status_name(check_s_),                     \
               braid_status_name(expected), braid_last_error());                                                \
+    } while (0)
+
+/* Exit code of a test that cannot run on this machine (CTest's SKIP_RETURN_CODE, tests/CMakeLists.txt):
+ * reported as skipped, never as passed. TEST_SKIP(fmt, ...) says why and exits so from main. */
+#define TEST_SKIP_CODE 77
+#define TEST_SKIP(...)                                                                                         \
+    do {                                                                                                       \
+        printf("SKIPPED: ");                                                                                   \
+        printf(__VA_ARGS__);                                                                                   \
+        printf(" (%d checks passed before)\n", test_passed_);                                                   \
+        return test_failed_ ? 1 : TEST_SKIP_CODE;                                                              \
     } while (0)
 
 #define TEST_MAIN_END()                                                                                        \

@@ -1,17 +1,19 @@
 /* act.c — elementwise activations and arithmetic (architectures.md §0.2): silu, sigmoid, softplus, softmax,
  * SwiGLU, gating, residual add, each giving ggml's bits: silu / SwiGLU / softmax use ggml's vector expf
- * (vexp.h) where ggml does (whole vectors of 16) and libm's expf elsewhere, as ggml does; sigmoid and softplus
+ * (vexp.h) where ggml does (whole vectors of 16 in its AVX-512 builds, of 8 in its AVX2 builds) and libm's expf
+ * elsewhere, as ggml does; sigmoid and softplus
  * are libm's expf / logf everywhere, as ggml's scalar unary ops. */
 #include <math.h>
 
 #include "tensor/ops.h"
 #include "tensor/simd.h"
+#include "tensor/lanes_x86.h"
 #include "tensor/vexp.h"
 
 static inline float silu1(float x) { return x / (1.0f + expf(-x)); }
 
-/* ggml's split (vec.cpp, AVX-512 build): the first n & ~15 elements with its vector expf (vexp.h), the rest
- * with libm's expf; every level here splits the same way so that the bits do not depend on the level. */
+/* ggml's split (vec.cpp): the AVX-512 builds take the first n & ~15 elements with their vector expf (vexp.h),
+ * the rest with libm's expf; the portable code splits the same way. The AVX2 builds split at n & ~7. */
 #if BD_HAVE_X86
 BD_TARGET_AVX512 static void swiglu_avx512(float *y, const float *g, const float *u, int64_t n, int gate_only) {
     int64_t i = 0;
@@ -24,11 +26,11 @@ BD_TARGET_AVX512 static void swiglu_avx512(float *y, const float *g, const float
     for (; i < n; i++) y[i] = gate_only ? silu1(g[i]) : silu1(g[i]) * u[i];
 }
 
+/* ggml's AVX2 builds: vectors of 8 with their own vector expf, libm's expf for the last n % 8. */
 BD_TARGET_AVX2 static void swiglu_avx2(float *y, const float *g, const float *u, int64_t n, int gate_only) {
     int64_t i = 0;
-    const int64_t nv = n & ~(int64_t)15;
     const __m256 one = _mm256_set1_ps(1.0f);
-    for (; i < nv; i += 8) {
+    for (; i + 8 <= n; i += 8) {
         __m256 x = _mm256_loadu_ps(g + i);
         __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, bd_exp256(_mm256_sub_ps(_mm256_setzero_ps(), x))));
         _mm256_storeu_ps(y + i, gate_only ? s : _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
@@ -82,9 +84,10 @@ void bd_mul(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
 
-/* y = exp(x - max), returns the sum as ggml_vec_soft_max_f32 makes it: per 16 elements the vector expf, the
- * 16 values summed in float by halving (16 -> 8 -> 4 -> 2 -> 1), each such sum added in double; the last
- * n % 16 with libm's expf, each added in double. */
+/* y = exp(x - max), returns the sum as ggml_vec_soft_max_f32 makes it. AVX-512 builds (and the portable code):
+ * per 16 elements the vector expf, the 16 values summed in float by halving (16 -> 8 -> 4 -> 2 -> 1), each such
+ * sum added in double; the last n % 16 with libm's expf, each added in double. AVX2 builds: the same per 8
+ * elements, with their vector expf and hsum_float_8's tree (bd_hsum8); the last n % 8 with libm's. */
 #if BD_HAVE_X86
 BD_TARGET_AVX512 static double expsum_avx512(float *y, const float *x, float max, int64_t n) {
     double sum = 0;
@@ -104,15 +107,10 @@ BD_TARGET_AVX512 static double expsum_avx512(float *y, const float *x, float max
 BD_TARGET_AVX2 static double expsum_avx2(float *y, const float *x, float max, int64_t n) {
     double sum = 0;
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m256 lo = bd_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(max)));
-        const __m256 hi = bd_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), _mm256_set1_ps(max)));
-        _mm256_storeu_ps(y + i, lo);
-        _mm256_storeu_ps(y + i + 8, hi);
-        const __m256 h = _mm256_add_ps(lo, hi);
-        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-        sum += (double)_mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = bd_exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(max)));
+        _mm256_storeu_ps(y + i, v);
+        sum += (double)bd_hsum8(v);
     }
     for (; i < n; i++) {
         y[i] = expf(x[i] - max);

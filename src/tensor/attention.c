@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tensor/dot.h"
+#include "tensor/lanes_x86.h"
 #include "tensor/ops.h"
 #include "tensor/simd.h"
 #include "tensor/types.h"
@@ -126,13 +127,15 @@ BD_TARGET_AVX2 static void axpy_f16_256(float *o, float p, const uint16_t *v, in
 
 /* ---- F32 K/V in ggml's float order (non-flash path, tensor dumps agree bit for bit) ----
  * ggml pads each query's row of cells to a multiple of 256 with masked (-inf) cells; in the single-sequence
- * case braid's list index of a cell is its row position there, so the order below is ggml's:
- *   scores: vec_dot_f32(q, k) (dot.h's F32 order) times scale;
- *   softmax: every element with the vector expf, summed per 16 in float (halving tree), each in double;
+ * case braid's list index of a cell is its row position there, so the order below is ggml's. With W the
+ * vector width of the ggml build (16 lanes in the AVX-512 builds, paired with braid's avx512 level and the
+ * portable code; 8 in the AVX2 builds, paired with the avx2 level):
+ *   scores: vec_dot_f32(q, k) (dot.h's F32 order of that level) times scale;
+ *   softmax: every element with the vector expf, summed per W in float (the width's tree), each in double;
  *   p·V: per output element, lanes over the cells: cell i goes to accumulator i % K, fused, then combined
- *   as ggml combines them. K = 16 for a batch of several tokens (llamafile's tinyBLAS: one 16-lane chain,
- *   then the 16-lane tree) and K = 64 for a single token (vec_dot_f32: 4 chains of 16 lanes, chain
- *   (i / 16) % 4, combined (c0 + c2) + (c1 + c3), then the tree). */
+ *   as ggml combines them. K = W for a batch of several tokens (llamafile's tinyBLAS: one W-lane chain, then
+ *   hsum's tree) and K = 4W for a single token (vec_dot_f32: 4 chains of W lanes, chain (i / W) % 4, combined
+ *   (c0 + c2) + (c1 + c3), then vec_dot's tree: halving for 16 lanes; lo + hi then two pairwise adds for 8). */
 
 static float exp_sum16(float *y, int m) { /* y[0..m) = exp in place; the padded 16-lane tree sum */
     float v[16] = {0}, w[8], u[4];
@@ -155,9 +158,9 @@ static void softmax_pad_c(float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] *= inv;
 }
 
-/* o[0..hd) = sum_i p[i] · v_i with K accumulators per output element (see above). */
+/* o[0..hd) = sum_i p[i] · v_i with K accumulators per output element, combined for width W (see above). */
 static void pv_c(float *o, const float *p, const char *vbase, const int32_t *cells, int64_t n, size_t vstride,
-                 int hd, int K) {
+                 int hd, int K, int W) {
     float acc[64];
     for (int d = 0; d < hd; d++) {
         for (int l = 0; l < K; l++) acc[l] = 0;
@@ -166,12 +169,73 @@ static void pv_c(float *o, const float *p, const char *vbase, const int32_t *cel
             acc[i % K] = fmaf(p[i], v[d], acc[i % K]);
         }
         float x[16], w[8], u[4];
-        for (int l = 0; l < 16; l++) x[l] = K == 64 ? (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]) : acc[l];
-        for (int l = 0; l < 8; l++) w[l] = x[l] + x[l + 8];
-        for (int l = 0; l < 4; l++) u[l] = w[l] + w[l + 4];
-        o[d] = (u[0] + u[2]) + (u[1] + u[3]);
+        for (int l = 0; l < W; l++)
+            x[l] = K == 4 * W ? (acc[l] + acc[2 * W + l]) + (acc[W + l] + acc[3 * W + l]) : acc[l];
+        if (W == 16) {
+            for (int l = 0; l < 8; l++) w[l] = x[l] + x[l + 8];
+            for (int l = 0; l < 4; l++) u[l] = w[l] + w[l + 4];
+            o[d] = (u[0] + u[2]) + (u[1] + u[3]);
+        } else {
+            for (int l = 0; l < 4; l++) u[l] = x[l] + x[l + 4];
+            o[d] = K == 4 * W ? (u[0] + u[1]) + (u[2] + u[3]) : (u[0] + u[2]) + (u[1] + u[3]);
+        }
     }
 }
+
+#if BD_HAVE_X86
+/* The AVX2 builds' softmax over a row of n (the padding: exp(-inf) = 0 lanes). */
+BD_TARGET_AVX2 static void softmax_pad_256(float *y, int64_t n) {
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) max = y[i] > max ? y[i] : max;
+    const __m256 mx = _mm256_set1_ps(max);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i += 8) {
+        const int m = n - i < 8 ? (int)(n - i) : 8;
+        float buf[8] = {0};
+        for (int l = 0; l < m; l++) buf[l] = y[i + l];
+        const __m256 live = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_ps((float)m), _CMP_LT_OQ);
+        const __m256 e = _mm256_and_ps(live, bd_exp256(_mm256_sub_ps(_mm256_loadu_ps(buf), mx)));
+        _mm256_storeu_ps(buf, e);
+        for (int l = 0; l < m; l++) y[i + l] = buf[l];
+        sum += (double)bd_hsum8(e);
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+}
+
+/* p·V in the AVX2 builds' order, hd a multiple of 8; K 8 (tinyBLAS) or 32 (vec_dot_f32). */
+BD_TARGET_AVX2 static inline __attribute__((always_inline)) void pv_256_k(float *o, const float *p, const char *vbase,
+                                                                         const int32_t *cells, int64_t n,
+                                                                         size_t vstride, int hd, const int K) {
+    for (int d = 0; d < hd; d += 8) {
+        __m256 acc[32];
+        for (int l = 0; l < K; l++) acc[l] = _mm256_setzero_ps();
+        int64_t i = 0;
+        for (; i + K <= n; i += K)
+            for (int l = 0; l < K; l++) {
+                const float *v = (const float *)(const void *)(vbase + (size_t)cells[i + l] * vstride);
+                acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[i + l]), _mm256_loadu_ps(v + d), acc[l]);
+            }
+        for (int l = 0; i + l < n; l++) {
+            const float *v = (const float *)(const void *)(vbase + (size_t)cells[i + l] * vstride);
+            acc[l] = _mm256_fmadd_ps(_mm256_set1_ps(p[i + l]), _mm256_loadu_ps(v + d), acc[l]);
+        }
+        __m256 x[8];
+        for (int l = 0; l < 8; l++)
+            x[l] = K == 32 ? _mm256_add_ps(_mm256_add_ps(acc[l], acc[16 + l]), _mm256_add_ps(acc[8 + l], acc[24 + l]))
+                           : acc[l];
+        for (int l = 0; l < 4; l++) x[l] = _mm256_add_ps(x[l], x[l + 4]);
+        const __m256 r = K == 32 ? _mm256_add_ps(_mm256_add_ps(x[0], x[1]), _mm256_add_ps(x[2], x[3]))
+                                 : _mm256_add_ps(_mm256_add_ps(x[0], x[2]), _mm256_add_ps(x[1], x[3]));
+        _mm256_storeu_ps(o + d, r);
+    }
+}
+BD_TARGET_AVX2 static void pv_256(float *o, const float *p, const char *vbase, const int32_t *cells, int64_t n,
+                                  size_t vstride, int hd, int K) {
+    if (K == 32) pv_256_k(o, p, vbase, cells, n, vstride, hd, 32);
+    else pv_256_k(o, p, vbase, cells, n, vstride, hd, 8);
+}
+#endif
 
 #if BD_HAVE_X86
 BD_TARGET_AVX512 static void softmax_pad_512(float *y, int64_t n) {
@@ -288,7 +352,8 @@ static void attn_task(void *p, int ith, int nth) {
                     sc[(int64_t)g * j->max_vis + i] = d * a->scale;
                 }
             }
-            const int K = j->T == 1 ? 64 : 16;
+            const int W = bd_simd() == BD_SIMD_AVX2 ? 8 : 16; /* the paired ggml build's vector width */
+            const int K = j->T == 1 ? 4 * W : W;
             for (int g = 0; g < grp; g++) {
                 float *pg = sc + (int64_t)g * j->max_vis;
 #if BD_HAVE_X86
@@ -297,9 +362,15 @@ static void attn_task(void *p, int ith, int nth) {
                     pv_512(o0 + g * hd, pg, vbase, cells, n, a->v_cell_bytes, hd, K);
                     continue;
                 }
+                if (W == 8) {
+                    softmax_pad_256(pg, n);
+                    if (hd % 8 == 0) pv_256(o0 + g * hd, pg, vbase, cells, n, a->v_cell_bytes, hd, K);
+                    else pv_c(o0 + g * hd, pg, vbase, cells, n, a->v_cell_bytes, hd, K, W);
+                    continue;
+                }
 #endif
                 softmax_pad_c(pg, n);
-                pv_c(o0 + g * hd, pg, vbase, cells, n, a->v_cell_bytes, hd, K);
+                pv_c(o0 + g * hd, pg, vbase, cells, n, a->v_cell_bytes, hd, K, W);
             }
             continue;
         }

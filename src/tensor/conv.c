@@ -2,8 +2,13 @@
  * §3.3): GDN and Mamba2 on the in-projection (then silu), LFM2's short convolution (no activation).
  *
  * Each channel sums w[c][m]·in[t-(L-1)+m] for m = 0..L-1 in that order starting from 0 (ggml_ssm_conv), then
- * adds the bias and applies silu, each product fused as ggml's build does; silu uses ggml's vector expf for the
- * first C & ~15 channels and libm's for the rest, as ggml_vec_silu_f32 over a row of C. The vector paths do 16 (AVX-512) or 8 (AVX2) channels at a time, keeping
+ * adds the bias and applies silu. Which products are fused is how the compiler built ggml's loop (vectors of
+ * rounded products added one by one, then scalar fused multiply-adds; read off the machine code): the AVX2
+ * builds round the first L & ~3 products (d_conv 4: all four), the AVX-512 builds the first L & ~7 (none).
+ * The AVX-512 kernel below fuses every tap (L < 8 in every model; longer kernels take the portable loop); silu uses ggml's vector expf for the
+ * first C & ~15 channels (AVX-512 builds and the portable code; C & ~7 at AVX2, as the AVX2 builds) and libm's
+ * for the rest, as ggml_vec_silu_f32 over a row of C. The vector paths do 16 (AVX-512) or 8 (AVX2) channels at
+ * a time, keeping
  * the channels' last L-1 inputs in a small window, so x is read row by row; threads take blocks of channels. */
 #include <assert.h>
 #include <math.h>
@@ -22,6 +27,7 @@ typedef struct conv_job {
     const float *w, *bias;
     int64_t ldy, ldx, C, T;
     int L, silu;
+    int unfused; /* taps [0, unfused) have their products rounded before the add (see the top) */
     float *const *snap;
 } conv_job;
 
@@ -38,8 +44,8 @@ static void conv_scalar(const conv_job *j, int64_t c0, int64_t c1) {
         for (int64_t t = 0; t < j->T; t++) {
             const float xv = j->x[t * j->ldx + c];
             float s = 0.0f;
-            for (int m = 0; m < L - 1; m++) s = fmaf(w[m], win[m], s);
-            s = fmaf(w[L - 1], xv, s);
+            for (int m = 0; m < L - 1; m++) s = m < j->unfused ? s + w[m] * win[m] : fmaf(w[m], win[m], s);
+            s = L - 1 < j->unfused ? s + w[L - 1] * xv : fmaf(w[L - 1], xv, s);
             if (j->bias) s += j->bias[c];
             j->y[t * j->ldy + c] = !j->silu ? s : c < (j->C & ~(int64_t)15) ? s / (1.0f + bd_exp_ggml(-s)) : silu1(s);
             for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
@@ -117,15 +123,14 @@ BD_TARGET_AVX2 static void conv_avx2(const conv_job *j, int64_t c0, int64_t c1) 
         for (int64_t t = 0; t < j->T; t++) {
             const __m256 xv = _mm256_loadu_ps(j->x + t * j->ldx + cb);
             __m256 s = _mm256_setzero_ps();
-            for (int m = 0; m < L - 1; m++) s = _mm256_fmadd_ps(wv[m], win[m], s);
-            s = _mm256_fmadd_ps(wv[L - 1], xv, s);
+            for (int m = 0; m < L - 1; m++)
+                s = m < j->unfused ? _mm256_add_ps(s, _mm256_mul_ps(wv[m], win[m])) : _mm256_fmadd_ps(wv[m], win[m], s);
+            s = L - 1 < j->unfused ? _mm256_add_ps(s, _mm256_mul_ps(wv[L - 1], xv)) : _mm256_fmadd_ps(wv[L - 1], xv, s);
             if (j->bias) s = _mm256_add_ps(s, bv);
-            const int vec_silu = cb + 8 <= (j->C & ~(int64_t)15); /* ggml: vector expf, then libm for C % 16 */
-            if (j->silu && vec_silu)
-                s = _mm256_div_ps(s, _mm256_add_ps(one, bd_exp256(_mm256_sub_ps(_mm256_setzero_ps(), s))));
+            /* ggml's AVX2 builds: the vector expf for whole vectors of 8 channels (this block), libm's for the
+             * last C % 8 (conv_scalar below) */
+            if (j->silu) s = _mm256_div_ps(s, _mm256_add_ps(one, bd_exp256(_mm256_sub_ps(_mm256_setzero_ps(), s))));
             _mm256_storeu_ps(j->y + t * j->ldy + cb, s);
-            if (j->silu && !vec_silu)
-                for (int l = 0; l < 8; l++) j->y[t * j->ldy + cb + l] = silu1(j->y[t * j->ldy + cb + l]);
             for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
             if (L > 1) win[L - 2] = xv;
             if (j->snap && j->snap[t]) {
@@ -150,7 +155,12 @@ static void conv_task(void *p, int ith, int nth) {
     if (c0 >= c1) return;
 #if BD_HAVE_X86
     switch (bd_simd()) {
-    case BD_SIMD_AVX512: conv_avx512(j, c0, c1); return;
+    case BD_SIMD_AVX512:
+        if (j->unfused == 0) { /* it fuses every tap */
+            conv_avx512(j, c0, c1);
+            return;
+        }
+        break;
     case BD_SIMD_AVX2: conv_avx2(j, c0, c1); return;
     default: break;
     }
@@ -167,6 +177,9 @@ void bd_conv1d_causal_from(bd_threadpool *tp, float *y, int64_t ldy, const float
                            const float *state_in, float *state, const float *w, const float *bias, int64_t C, int L,
                            int64_t T, int silu, float *const *snap) {
     assert(L >= 1 && L <= CONV_MAX_L);
-    conv_job j = {y, x, state, state_in, w, bias, ldy, ldx, C, T, L, silu, snap};
+    /* ggml's build: the AVX2 builds round the products of the first L & ~3 taps, the AVX-512 ones (and the
+     * portable code) of the first L & ~7 */
+    const int unfused = bd_simd() == BD_SIMD_AVX2 ? L & ~3 : L & ~7;
+    conv_job j = {y, x, state, state_in, w, bias, ldy, ldx, C, T, L, silu, unfused, snap};
     bd_threadpool_run(C * T < 8192 ? NULL : tp, conv_task, &j);
 }

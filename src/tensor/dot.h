@@ -6,13 +6,17 @@
  * makes braid's logits agree with llama.cpp's on quantized files: from_float gives the bytes ggml's CPU
  * backend gives (its quantize_row_q8_0 rounds differently from the reference quantizer in types.h; Q8_K is the
  * reference one). The functions are chosen once at start-up for the CPU (AVX-512, AVX2+FMA+F16C, or portable
- * C); every level gives the same bits (BF16 aside), and from_float gives the same bytes at every level (one
- * exception: for a NaN activation the F16C/AVX-512 conversion keeps the payload, as ggml's backend does here,
- * while the portable one gives 0x7e00).
+ * C). The quantized dots give the same bits at every level; the float dots (F32, F16, BF16) follow the order
+ * of the ggml build paired with the level (below), so they differ between levels by a few ulp. from_float
+ * gives the same bytes at every level (one exception: for a NaN activation the F16C/AVX-512 conversion keeps
+ * the payload, as ggml's backend does here, while the portable one gives 0x7e00).
  *
- * Float order: every vec_dot is bit-identical to ggml's x86 vec_dot in the CPU variant llama.cpp loads on an
- * AVX-512 machine without AMX (libggml-cpu-zen4.so; conformance_dot asserts it). Any other kernel claiming a
- * type's vec_dot result (multi-row decode and prompt kernels) must reproduce exactly this, per output:
+ * Float order: every vec_dot is bit-identical to ggml's x86 vec_dot in the CPU build llama.cpp loads on a CPU
+ * of that level: the avx512 level (and the portable code) follows the AVX-512 builds (libggml-cpu-zen4.so,
+ * -sapphirerapids.so, -icelake.so, ...), the avx2 level the AVX2 builds (-haswell.so, -alderlake.so);
+ * conformance_dot asserts it (BRAID_GGML_CPU picks the build; tests/conformance/oracle_cpu.h has the pairs).
+ * Any other kernel claiming a type's vec_dot result at a level (multi-row decode and prompt kernels) must
+ * reproduce exactly this, per output:
  *   Q8_0, Q4_0 (x Q8_0): one chain of 8 float lanes. Per block b in order: lane k's int32 sum over elements
  *     4k..4k+3 (Q4_0: levels q-8; element e<16 is the low nibble of byte e, e>=16 the high nibble of byte
  *     e-16), converted to float, acc[k] = fma(d_b, isum[k], acc[k]) with d_b = fp32(x.d) * fp32(y.d) rounded.
@@ -26,12 +30,18 @@
  *     with q unsigned 0..63, minus 32 * (sc[2k] * bs[2k] + sc[2k+1] * bs[2k+1]) (the -32 offset, spread so);
  *     acc[k] = fma(y.d * fp32(x.d), float(lane k), acc[k]). Result hsum8(acc).
  *   hsum8(a) = ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
- *   F16, F32: 4 chains c of 16 lanes over the first np = n & ~63 elements: element i + 16c + l (i a multiple
- *     of 64) is fused into chain c, lane l, in order of i. Then v = (c0 + c2) + (c1 + c3) lane-wise, halved
- *     16 -> 8 -> 4 -> 2 -> 1 (v[l] + v[l+8], then + [l+4], then (u0 + u2) + (u1 + u3)). Tail (n % 64): F16
- *     adds each exact product in double to that sum, rounded to float at the end; F32 adds each rounded
- *     product in float, not fused.
- *   BF16: not ggml's order (its AVX512_BF16 path rounds pair sums differently); within 1e-5.
+ *   F16, F32 at avx512 (and portable): 4 chains c of 16 lanes over the first np = n & ~63 elements: element
+ *     i + 16c + l (i a multiple of 64) is fused into chain c, lane l, in order of i. Then
+ *     v = (c0 + c2) + (c1 + c3) lane-wise, halved 16 -> 8 -> 4 -> 2 -> 1 (v[l] + v[l+8], then + [l+4], then
+ *     (u0 + u2) + (u1 + u3)).
+ *   F16, F32 at avx2: 4 chains c of 8 lanes over the first np = n & ~31 (element i + 8c + l into chain c lane
+ *     l), v = (c0 + c2) + (c1 + c3), then u[l] = v[l] + v[l+4] and (u0 + u1) + (u2 + u3) (two hadds).
+ *   Tail (the n - np last elements): F16 adds each exact product in double to that sum, rounded to float at
+ *     the end; F32 adds them in float in order, the products of the first (n - np) & ~7 (avx2: & ~3) rounded,
+ *     the rest fused (how the compiler built ggml's leftover loop; dot_impl.h's bd_dot_f32_tail).
+ *   BF16 at avx2: 4 chains of 8 lanes over n & ~31 as F16's, v = (c0 + c2) + (c1 + c3), then hsum8, the tail
+ *     in double. At avx512 and portable: not ggml's order (its AVX512_BF16 path rounds pair sums
+ *     differently); within 1e-5.
  * Integer lane sums are exact, so only which elements land in which lane matters, not how they are summed.
  *
  * Rows: n is a multiple of the weight type's block size (and so of vec_dot_type's: 32 for Q8_0, 256 for

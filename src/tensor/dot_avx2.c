@@ -6,8 +6,9 @@
  * constant offsets (Q4_0's -8, Q6_K's -32) come out of the activation sums. Pair sums stay far from int16
  * saturation (63 * 127 * 2 < 32767). Within a block the sums are integers, converted to float once per block.
  * Block scales are converted 8 at a time; there is no vec_dot_n at this level. Every result is
- * bit-identical to ggml's AVX-512 build (the float order in dot.h; for F16 / F32 each 16-lane register is
- * emulated by two 8-lane halves). */
+ * bit-identical to ggml's AVX2 builds (libggml-cpu-haswell.so, -alderlake.so; the float order in dot.h): the
+ * quantized dots follow the one order every x86 build shares, the float dots the 8-lane one of the AVX2
+ * builds. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -17,39 +18,30 @@
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
-/* ---- float dots: ggml's AVX-512 order (dot.h), each 16-lane register as two 8-lane halves ---- */
+/* ---- float dots: the order of ggml's AVX2 builds (dot.h) ---- */
 
-/* The float dots differ in how 8 elements become fp32 (LOAD8) and in the tail (TAIL, given the reduced float r
- * and the start np of the tail, sets *s). 4 chains of 16 lanes (lo/hi halves) over the first n & ~63 elements;
- * reduced as ggml: (c0 + c2) + (c1 + c3), then the 16 lanes halved down to one. */
+/* F32 and F16 (ggml_vec_dot_f32 / _f16 in the AVX2 builds): 4 chains of 8 lanes over the first n & ~31
+ * elements (element i + 8c + l, i a multiple of 32, fused into chain c lane l, in order of i), then
+ * (c0 + c2) + (c1 + c3) lane-wise and GGML_F32x8_REDUCE's tree (bd_hsum8_hadd), then the tail (TAIL, given the
+ * reduced float r and the start np of the tail, sets *s). A macro rather than a shared function taking loaders,
+ * so that each loop is compiled with its loads inline. */
 #define AVX2_FLOAT_DOT(name, T, LOAD8, TAIL)                                                                        \
     AVX2 static void name(int64_t n, float *s, const void *vx, const void *vy) {                                   \
         const T *x = vx, *y = vy;                                                                                  \
-        __m256 l0 = _mm256_setzero_ps(), l1 = l0, l2 = l0, l3 = l0, h0 = l0, h1 = l0, h2 = l0, h3 = l0;            \
-        const int64_t np = n & ~(int64_t)63;                                                                       \
-        for (int64_t i = 0; i < np; i += 64) {                                                                     \
-            l0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), l0);                                                  \
-            h0 = _mm256_fmadd_ps(LOAD8(x + i + 8), LOAD8(y + i + 8), h0);                                          \
-            l1 = _mm256_fmadd_ps(LOAD8(x + i + 16), LOAD8(y + i + 16), l1);                                        \
-            h1 = _mm256_fmadd_ps(LOAD8(x + i + 24), LOAD8(y + i + 24), h1);                                        \
-            l2 = _mm256_fmadd_ps(LOAD8(x + i + 32), LOAD8(y + i + 32), l2);                                        \
-            h2 = _mm256_fmadd_ps(LOAD8(x + i + 40), LOAD8(y + i + 40), h2);                                        \
-            l3 = _mm256_fmadd_ps(LOAD8(x + i + 48), LOAD8(y + i + 48), l3);                                        \
-            h3 = _mm256_fmadd_ps(LOAD8(x + i + 56), LOAD8(y + i + 56), h3);                                        \
+        __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;                                                \
+        const int64_t np = n & ~(int64_t)31;                                                                       \
+        for (int64_t i = 0; i < np; i += 32) {                                                                     \
+            c0 = _mm256_fmadd_ps(LOAD8(x + i), LOAD8(y + i), c0);                                                  \
+            c1 = _mm256_fmadd_ps(LOAD8(x + i + 8), LOAD8(y + i + 8), c1);                                          \
+            c2 = _mm256_fmadd_ps(LOAD8(x + i + 16), LOAD8(y + i + 16), c2);                                        \
+            c3 = _mm256_fmadd_ps(LOAD8(x + i + 24), LOAD8(y + i + 24), c3);                                        \
         }                                                                                                          \
-        const __m256 lo = _mm256_add_ps(_mm256_add_ps(l0, l2), _mm256_add_ps(l1, l3));                             \
-        const __m256 hi = _mm256_add_ps(_mm256_add_ps(h0, h2), _mm256_add_ps(h1, h3));                             \
-        const float r = bd_hsum8(_mm256_add_ps(lo, hi));                                                           \
+        const float r = bd_hsum8_hadd(_mm256_add_ps(_mm256_add_ps(c0, c2), _mm256_add_ps(c1, c3)));                \
         TAIL(r, np);                                                                                               \
     }
 
-/* F32: the tail's products rounded, then added one by one to the float sum (not fused). */
-#define F32_TAIL(r, i0)                                                                                            \
-    do {                                                                                                           \
-        float sum = r;                                                                                             \
-        for (int64_t i = i0; i < n; i++) sum += x[i] * y[i];                                                        \
-        *s = sum;                                                                                                  \
-    } while (0)
+/* F32: the tail as the AVX2 build's (dot_impl.h). */
+#define F32_TAIL(r, i0) (*s = bd_dot_f32_tail(r, x, y, i0, n, 3))
 /* F16, BF16: the tail in double (each product of two halves is exact in float), rounded once. */
 #define WIDE_TAIL(r, i0, TO_F32)                                                                                   \
     do {                                                                                                           \
@@ -58,7 +50,6 @@
         *s = (float)sum;                                                                                           \
     } while (0)
 #define F16_TAIL(r, i0) WIDE_TAIL(r, i0, bd_h2f)
-#define BF16_TAIL(r, i0) WIDE_TAIL(r, i0, bd_bf16_to_fp32)
 
 AVX2 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 AVX2 static inline __m256 load_bf16(const uint16_t *p) {
@@ -67,7 +58,23 @@ AVX2 static inline __m256 load_bf16(const uint16_t *p) {
 
 AVX2_FLOAT_DOT(dot_f32, float, _mm256_loadu_ps, F32_TAIL)
 AVX2_FLOAT_DOT(dot_f16, uint16_t, load_f16, F16_TAIL)
-AVX2_FLOAT_DOT(dot_bf16, uint16_t, load_bf16, BF16_TAIL)
+
+/* BF16 (ggml_vec_dot_bf16, AVX2 builds): 4 chains of 8 lanes over the first n & ~31 (products exact in float,
+ * so ggml's multiply-then-add equals a fused one), reduced (c0 + c2) + (c1 + c3), then hsum_float_8's tree
+ * (bd_hsum8), the tail in double. */
+AVX2 static void dot_bf16(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0;
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32) {
+        c0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), c0);
+        c1 = _mm256_fmadd_ps(load_bf16(x + i + 8), load_bf16(y + i + 8), c1);
+        c2 = _mm256_fmadd_ps(load_bf16(x + i + 16), load_bf16(y + i + 16), c2);
+        c3 = _mm256_fmadd_ps(load_bf16(x + i + 24), load_bf16(y + i + 24), c3);
+    }
+    const float r = bd_hsum8(_mm256_add_ps(_mm256_add_ps(c0, c2), _mm256_add_ps(c1, c3)));
+    WIDE_TAIL(r, np, bd_bf16_to_fp32);
+}
 
 /* F16 activations with the F16C instruction (round to nearest even, as ggml's CPU backend does). */
 AVX2 static void to_fp16_act(const float *x, void *dst, int64_t k) {

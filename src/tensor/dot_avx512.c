@@ -52,13 +52,8 @@ AVX512 static inline float reduce4x16(__m512 a0, __m512 a1, __m512 a2, __m512 a3
         TAIL(r, np);                                                                                               \
     }
 
-/* F32: the tail's products rounded, then added one by one to the float sum (not fused). */
-#define F32_TAIL(r, i0)                                                                                            \
-    do {                                                                                                           \
-        float sum = r;                                                                                             \
-        for (int64_t i = i0; i < n; i++) sum += x[i] * y[i];                                                        \
-        *s = sum;                                                                                                  \
-    } while (0)
+/* F32: the tail as the AVX-512 build's (dot_impl.h). */
+#define F32_TAIL(r, i0) (*s = bd_dot_f32_tail(r, x, y, i0, n, 7))
 /* F16: the tail is added in double (each product of two halves is exact in float), then rounded once. */
 #define F16_TAIL(r, i0)                                                                                            \
     do {                                                                                                           \

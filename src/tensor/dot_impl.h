@@ -10,6 +10,8 @@
 #ifndef BRAID_TENSOR_DOT_IMPL_H
 #define BRAID_TENSOR_DOT_IMPL_H
 
+#include <math.h>
+
 #include "tensor/dot.h"
 #include "tensor/simd.h"
 #include "tensor/types.h"
@@ -48,5 +50,19 @@ void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k);
 void bd_fp32_to_fp16_act(const float *x, void *dst, int64_t k);
 void bd_fp32_to_bf16_act(const float *x, void *dst, int64_t k);
 void bd_fp32_copy_act(const float *x, void *dst, int64_t k);
+
+/* The tail of ggml's F32 vec_dot (the elements after its vector chains, from i0 to n), added to sum as the
+ * compiler built ggml's leftover loop (sum += x[i]*y[i] in float): vectors of products, each rounded and
+ * added one by one, then the last few elements as scalar fused multiply-adds. The AVX-512 builds round the
+ * products of the first (n - i0) & ~7 elements (vectors of 16, then 8), the AVX2 builds (n - i0) & ~3 (vectors
+ * of 8, then 4): unfused_mask is 7 or 3. Read off the machine code of ggml_vec_dot_f32 in the prebuilt
+ * libggml-cpu-zen4.so and -haswell.so; conformance_dot checks it at tail lengths 1..63. */
+static inline float bd_dot_f32_tail(float sum, const float *x, const float *y, int64_t i0, int64_t n,
+                                    int64_t unfused_mask) {
+    const int64_t u = i0 + ((n - i0) & ~unfused_mask);
+    for (int64_t i = i0; i < u; i++) sum += x[i] * y[i]; /* the library builds with -ffp-contract=off */
+    for (int64_t i = u; i < n; i++) sum = fmaf(x[i], y[i], sum);
+    return sum;
+}
 
 #endif

@@ -92,11 +92,8 @@ static float reduce8(const float v[8]) {
 static inline float f32_id(float v) { return v; }
 static inline float madd_exact(float a, float b, float c) { return a * b + c; }
 
-/* F32: the tail's products rounded, then added one by one to the float sum (not fused). */
-#define F32_TAIL                                                                                                   \
-    float sum = r;                                                                                                 \
-    for (int64_t i = np; i < n; i++) sum += x[i] * y[i];                                                  \
-    *s = sum;
+/* F32: the tail as the AVX-512 build's (dot_impl.h). */
+#define F32_TAIL *s = bd_dot_f32_tail(r, x, y, np, n, 7);
 /* F16, BF16: the tail in double, rounded once. */
 #define WIDE_TAIL(TO_F32)                                                                                          \
     double sum = r;                                                                                                \

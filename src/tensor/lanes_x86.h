@@ -29,6 +29,14 @@ BD_TARGET_AVX2 BD_LANES_INLINE float bd_hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* The sum of 8 lanes in GGML_F32x8_REDUCE's order (ggml's AVX2 vec_dot_f32 / _f16): (lo128 + hi128), then two
+ * horizontal adds: (s0 + s1) + (s2 + s3). */
+BD_TARGET_AVX2 BD_LANES_INLINE float bd_hsum8_hadd(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_hadd_ps(s, s);
+    return _mm_cvtss_f32(_mm_hadd_ps(s, s));
+}
+
 /* The sum of 4 floats as ggml adds them: (v0 + v2) + (v1 + v3). */
 BD_TARGET_AVX2 BD_LANES_INLINE float bd_hsum4(__m128 v) {
     v = _mm_add_ps(v, _mm_movehl_ps(v, v));

@@ -4,8 +4,10 @@
  * - F32 weights: register-blocked kernels. A tile of R weight rows × C tokens keeps R·C vector accumulators in
  *   registers, so each weight vector loaded is used C times and each activation vector R times (AVX-512:
  *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes). Each output is one accumulator over k in steps of the vector
- *   width, a masked tail, then a fixed reduction, identical in every tile shape: a token's result does not
- *   depend on T, the tiling or the thread count.
+ *   width, then hsum's fixed reduction, identical in every tile shape: llamafile's tinyBLAS order in the
+ *   ggml build paired with the level (16 lanes for the AVX-512 builds, 8 for the AVX2 builds), and a result
+ *   that does not depend on the tiling or the thread count. Where ggml does not tile (one token, N not a
+ *   multiple of 4, K not of the width: mm_f32_tiles) each output is the F32 vec_dot, as in ggml.
  * - Other types, few tokens (decode): each thread converts the activations to vec_dot_type itself, then runs
  *   the type's gemv kernel (gemv.h: several rows at once, prefetching, each output vec_dot's bits) over one
  *   contiguous share of the weight bytes; bd_matmul_multi does several products of one input in one dispatch.
@@ -44,6 +46,7 @@ typedef struct mm_f32 {
     const float *x; /* [T][ldx] */
     float *y;       /* [T][ldy] */
     int64_t N, K, T, ldx, ldy;
+    int vec; /* 1: each output is the F32 vec_dot (ggml's shapes without tinyBLAS, see mm_f32_tiles) */
 } mm_f32;
 
 /* Portable: one float accumulator per output, k in order. */
@@ -225,9 +228,27 @@ static void mm_f32_rows_tiled(const mm_f32 *a, int64_t r0, int64_t r1, int C, mk
 }
 #endif
 
+/* Whether an F32 product (or F16's dequantized one) of this shape takes the tiles: where llama.cpp's CPU
+ * backend runs llamafile's tinyBLAS, whose per-output order the tiles have (one chain of the vector width W
+ * over the whole of K, then hsum): at least 2 tokens, N a multiple of 4, K of W (16 lanes in the AVX-512
+ * builds, 8 in the AVX2 builds; braid's level follows its paired build). Elsewhere ggml takes vec_dot_f32 per
+ * output, and so does braid. The portable level always tiles (its own order; it claims no pair). */
+static int mm_f32_tiles(int64_t N, int64_t K, int64_t T) {
+    const int lv = bd_simd();
+    if (lv == BD_SIMD_SCALAR) return 1;
+    const int64_t w = lv == BD_SIMD_AVX512 ? 16 : 8;
+    return T >= 2 && N % 4 == 0 && K % w == 0;
+}
+
 /* Rows [r0, r1) of an F32 product with the best kernel of the SIMD level. */
 static void mm_f32_rows(const mm_f32 *a, int64_t r0, int64_t r1) {
     if (r0 >= r1) return;
+    if (a->vec) {
+        const bd_vec_dot_fn dot = bd_dot_traits_get(BD_TYPE_F32)->vec_dot;
+        for (int64_t t = 0; t < a->T; t++)
+            for (int64_t r = r0; r < r1; r++) dot(a->K, a->y + t * a->ldy + r, a->W + r * a->K, a->x + t * a->ldx);
+        return;
+    }
 #if BD_HAVE_X86
     switch (bd_simd()) {
     case BD_SIMD_AVX512: mm_f32_rows_tiled(a, r0, r1, 6, mk512_4x6, mk512_1x6, mk512_4x1, mk512_1x1); return;
@@ -467,7 +488,7 @@ static void mm_deq_task(void *arg, int ith, int nth) {
         for (int64_t rb = r0; rb < r1; rb += rb_rows) {
             const int64_t nr = r1 - rb < rb_rows ? r1 - rb : rb_rows;
             for (int64_t r = 0; r < nr; r++) a->w_to_float(a->W + (size_t)(rb + r) * a->wrow, tile + r * K, K);
-            mm_f32 f = {tile, a->xf + tt * K, a->y + tt * a->ldy + rb, nr, K, nt, K, a->ldy};
+            mm_f32 f = {tile, a->xf + tt * K, a->y + tt * a->ldy + rb, nr, K, nt, K, a->ldy, 0};
             mm_f32_rows(&f, 0, nr);
         }
     }
@@ -514,10 +535,14 @@ static const bd_gemmq_ops *use_gemmq(uint32_t wtype, int64_t K, int64_t T) {
     return o && K <= o->max_k ? o : NULL;
 }
 
-/* Whether bd_matmul takes the dequantize path for this call: float weight types only (for quantized ones it
- * would break the equality with vec_dot). */
-static int use_deq(uint32_t wtype, int64_t K, int64_t T) {
+/* Whether bd_matmul may take the dequantize path for this K and T (the scratch is sized for it): float weight
+ * types only (for quantized ones it would break the equality with vec_dot). */
+static int deq_fits(uint32_t wtype, int64_t K, int64_t T) {
     return (wtype == BRAID_TYPE_F16 || wtype == BRAID_TYPE_BF16) && T >= MM_DEQ_MIN_T && K * 4 <= MM_DEQ_TILE;
+}
+/* Whether it does, for this shape: where llama.cpp tiles too (mm_f32_tiles). */
+static int use_deq(uint32_t wtype, int64_t N, int64_t K, int64_t T) {
+    return deq_fits(wtype, K, T) && mm_f32_tiles(N, K, T);
 }
 
 /* ---- entry points ------------------------------------------------------------------------------------------ */
@@ -532,7 +557,7 @@ size_t bd_matmul_scratch_size(uint32_t wtype, int64_t K, int64_t T) {
     if (gq) {
         total = (total + 63) & ~(size_t)63;
         if (!bd_add_size(total, gq->pack_size(K, T), &total)) return 0;
-    } else if (use_deq(wtype, K, T)) {
+    } else if (deq_fits(wtype, K, T)) {
         total = (total + 63) & ~(size_t)63;
         if (!bd_mul_size((size_t)T * sizeof(float), (size_t)K, &xf) || !bd_add_size(total, xf, &total)) return 0;
     }
@@ -546,7 +571,7 @@ braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t
                         (long long)K, (long long)T, (long long)ldx, (long long)ldy);
     if (T == 0) return BRAID_OK;
     if (wtype == BRAID_TYPE_F32) {
-        mm_f32 a = {W, x, y, N, K, T, ldx, ldy};
+        mm_f32 a = {W, x, y, N, K, T, ldx, ldy, !mm_f32_tiles(N, K, T)};
         bd_threadpool_run(tp, mm_f32_task, &a);
         return BRAID_OK;
     }
@@ -567,7 +592,7 @@ braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t
         bd_threadpool_run(tp, mm_gq_task, &a);
         return BRAID_OK;
     }
-    if (use_deq(wtype, K, T)) {
+    if (use_deq(wtype, N, K, T)) {
         const bd_type_traits *vt = bd_type_traits_get(dt->vec_dot_type);
         if (!vt) return bd_error(BRAID_E_UNSUPPORTED, "matmul: no traits for vec_dot_type %u", dt->vec_dot_type);
         size_t xq_bytes = ((xrow * (size_t)T) + 63) & ~(size_t)63;

@@ -1,12 +1,14 @@
 /* vexp.h — vectorised expf for the kernels' activations and softmax, computing what ggml's vector expf
- * (ggml_v_expf, AVX-512 build) computes, bit for bit, so that silu / SwiGLU / softmax agree with llama.cpp's.
+ * (ggml_v_expf) computes, bit for bit, so that silu / SwiGLU / softmax agree with llama.cpp's. ggml has two
+ * x86 versions that round differently; braid's AVX-512 level uses the AVX-512 one (bd_exp512, and the
+ * portable bd_exp_ggml), its AVX2 level the AVX2 one (bd_exp256), each paired with the ggml build of that
+ * width (tensor/dot.h).
  *
- * The algorithm (facts of ggml's, re-expressed): n = round(x·log2 e) by adding and subtracting 1.5·2^23 after a
- * fused multiply-add; b = x − n·ln2 with ln2 in two parts (fused); with u = b², the polynomial
- * j = ((c5·b + c4)·u + (c3·b + c2))·u + (c1·b + 1), every step fused; result j·2^n (vscalefps: exact, or one
- * rounding into the subnormals), and for |n| > 192 inf (n > 0) or 0. About 1.5 ulp from the true exp. The AVX2
- * and portable versions follow the same steps (ggml's own AVX2 version rounds its last step differently; braid
- * gives the same bits at every level instead). */
+ * The AVX-512 algorithm (facts of ggml's, re-expressed): n = round(x·log2 e) by adding and subtracting
+ * 1.5·2^23 after a fused multiply-add; b = x − n·ln2 with ln2 in two parts (fused); with u = b², the
+ * polynomial j = ((c5·b + c4)·u + (c3·b + c2))·u + (c1·b + 1), every step fused; result j·2^n (vscalefps:
+ * exact, or one rounding into the subnormals), and for |n| > 192 inf (n > 0) or 0. About 1.5 ulp from the
+ * true exp. The AVX2 one: see bd_exp256. */
 #ifndef BRAID_TENSOR_VEXP_H
 #define BRAID_TENSOR_VEXP_H
 
@@ -47,32 +49,33 @@ BD_TARGET_AVX512 static inline __m512 bd_exp512(__m512 x) {
     return _mm512_mask_blend_ps(big, res, alt);
 }
 
+/* ggml's AVX2 vector expf (the AVX2 builds, libggml-cpu-haswell.so), which rounds differently from the
+ * AVX-512 one above: the same n and b, but the polynomial ends in c1·b without the 1 (j), and the result is
+ * k + j·k with k = 2^n built from z's bits (one fused step), for |n| <= 126. Beyond, with s1 = 2^-125 (n <= 0)
+ * or 2^127 (n > 0) and s2 = 2^n / s1 from z's bits: (s2 + j·s2)·s1, and for |n| > 192 s1·s1 (0 or inf). */
 BD_TARGET_AVX2 static inline __m256 bd_exp256(__m256 x) {
     const __m256 shift = _mm256_set1_ps(BD_EXP_SHIFT);
     const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(BD_EXP_LOG2E), shift);
     const __m256 n = _mm256_sub_ps(z, shift);
     const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(BD_EXP_LN2_LO),
                                       _mm256_fnmadd_ps(n, _mm256_set1_ps(BD_EXP_LN2_HI), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23); /* n in the exponent field */
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1.0f))));
+    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 wide = _mm256_cmp_ps(an, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
     const __m256 u = _mm256_mul_ps(b, b);
     const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(BD_EXP_C5), b, _mm256_set1_ps(BD_EXP_C4));
     const __m256 mid = _mm256_fmadd_ps(_mm256_set1_ps(BD_EXP_C3), b, _mm256_set1_ps(BD_EXP_C2));
-    const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(BD_EXP_C1), b, _mm256_set1_ps(1.0f));
-    const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u, lo);
-    /* j·2^n as vscalefps does: for |n| <= 126 one exact product; beyond, two steps 2^(n - n/2)·2^(n/2)
-     * (exact while the result is normal; a subnormal result may differ from scalef's single rounding in the
-     * last bit of a value below 1e-38). */
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i h1 = _mm256_srai_epi32(ni, 1), h2 = _mm256_sub_epi32(ni, h1);
-    const __m256i bias = _mm256_set1_epi32(127);
-    const __m256 p1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h1, bias), 23));
-    const __m256 p2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h2, bias), 23));
-    __m256 res = _mm256_mul_ps(_mm256_mul_ps(j, p1), p2);
-    const __m256 an = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-    const __m256 big = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
-    const __m256 alt = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_GT_OQ), _mm256_set1_ps(__builtin_inff()));
-    res = _mm256_blendv_ps(res, alt, big);
-    /* NaN in: n is NaN and the integer steps lost it; give it back */
-    return _mm256_blendv_ps(res, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u, _mm256_mul_ps(_mm256_set1_ps(BD_EXP_C1), b));
+    const __m256 near = _mm256_fmadd_ps(j, k, k);
+    if (!_mm256_movemask_ps(wide)) return near;
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 huge = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+    const __m256 far = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+    return _mm256_blendv_ps(_mm256_blendv_ps(near, far, wide), _mm256_mul_ps(s1, s1), huge);
 }
 #endif
 

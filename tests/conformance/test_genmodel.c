@@ -17,6 +17,7 @@
 #include "gguf/gguf.h"
 #include "genmodel/genmodel.h"
 #include "oracle_client.h"
+#include "oracle_cpu.h"
 #include "tensor/types.h"
 #include "test.h"
 
@@ -254,6 +255,8 @@ static void test_command_and_determinism(void) {
 }
 
 int main(void) {
+    oracle_pair pair; /* the oracle driver runs this ggml build */
+    if (!oracle_pair_get(&pair)) TEST_SKIP("the requested pair cannot run on this CPU");
     snprintf(tmpdir, sizeof tmpdir, "%s/genmodel-XXXXXX", test_env("TMPDIR", "/tmp"));
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");

@@ -12,6 +12,7 @@
 #include "gguf/gguf.h"
 #include "genmodel/genmodel.h"
 #include "oracle_client.h"
+#include "oracle_cpu.h"
 #include "test.h"
 
 enum { N = 12, G = 6 };
@@ -27,6 +28,8 @@ static double rel(const float *a, const float *b, int32_t n) {
 }
 
 int main(void) {
+    oracle_pair pair; /* the oracle driver runs this ggml build */
+    if (!oracle_pair_get(&pair)) TEST_SKIP("the requested pair cannot run on this CPU");
     char dir[256], model[300], state[300];
     snprintf(dir, sizeof dir, "%s/oracle-XXXXXX", test_env("TMPDIR", "/tmp"));
     if (!mkdtemp(dir)) return 1;

@@ -215,6 +215,8 @@ static void check_names_and_sizes(void) {
 }
 
 int main(void) {
+    oracle_pair pair;
+    if (!oracle_pair_get(&pair)) TEST_SKIP("the requested ggml build cannot run on this CPU");
     const char *variant = "none";
     oracle_cpu_traits_fn cpu = oracle_cpu_traits(&variant);
     CHECK(cpu != NULL, "cannot load ggml's CPU backend (needed for Q8_K)");

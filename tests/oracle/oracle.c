@@ -18,7 +18,8 @@
  * a model that does not load or a read error ends the driver with a message on stderr and exit code 1 (2 for
  * bad command-line arguments), so a mistake in a test is never mistaken for a result.
  *
- *   info                          ok n_vocab V n_embd E n_layer L n_pos P n_seq_max S
+ *   info                          ok n_vocab V n_embd E n_layer L n_pos P n_seq_max S cpu VARIANT (the ggml CPU
+ *                                 build loaded: ggml_variant.h's choice, BRAID_GGML_CPU forces one)
  *   tokenize ADD PARSE HEX        ok N t0 t1 ...   (HEX: the UTF-8 text as hex digits, "-" for empty)
  *   detokenize SPECIAL N t0 ...   ok HEX           (rendered with llama_token_to_piece, concatenated)
  *   decode N                      then N lines "token pos seq[,seq...] out"; pos is one integer (for an
@@ -56,6 +57,7 @@
 #include <string.h>
 
 #include "ggml-backend.h"
+#include "ggml_variant.h"
 #include "llama.h"
 
 #define MAX_ARGS 16
@@ -167,6 +169,7 @@ typedef struct {
     int32_t n_vocab, n_embd, n_pos, n_seq_max, n_batch;
     float *last;     /* [n_seq_max][n_vocab] latest logits row of each sequence */
     uint8_t *has_last; /* [n_seq_max] */
+    const char *cpu;   /* the ggml CPU variant loaded ("zen4", "haswell", ...) */
 } oracle;
 
 /* ---- tensor dumps (the dump command) ---------------------------------------------------------------- */
@@ -483,8 +486,8 @@ static int run_command(oracle *o, char **line, size_t *cap) {
     if (argc == 0) die("empty command");
     const char *c = av[0];
     if (!strcmp(c, "info")) {
-        printf("ok n_vocab %d n_embd %d n_layer %d n_pos %d n_seq_max %d\n", o->n_vocab, o->n_embd,
-               llama_model_n_layer(o->model), o->n_pos, o->n_seq_max);
+        printf("ok n_vocab %d n_embd %d n_layer %d n_pos %d n_seq_max %d cpu %s\n", o->n_vocab, o->n_embd,
+               llama_model_n_layer(o->model), o->n_pos, o->n_seq_max, o->cpu);
     } else if (!strcmp(c, "dump")) {
         want_args(argc, 2, 2, "dump DIR|-");
         if (strlen(av[1]) >= sizeof dump_dir) die("dump: directory name too long");
@@ -628,11 +631,18 @@ int main(int argc, char **argv) {
     }
     if (n_batch == 0) n_batch = n_ctx;
 
-    /* The CPU backend is a plug-in found next to libggml; the directory is the one we were linked against. */
+    /* The CPU backend is a plug-in found next to libggml; the directory is the one we were linked against. One
+     * variant of it is loaded: the one ggml_backend_load_best would pick, or BRAID_GGML_CPU's (ggml_variant.h),
+     * the same choice the tests make in their own process. */
     const char *libdir = getenv("BRAID_ORACLE_LIB_DIR");
+    if (!libdir || !*libdir) libdir = ORACLE_LIB_DIR;
     llama_log_set(log_cb, NULL);
-    ggml_backend_load_all_from_path(libdir && *libdir ? libdir : ORACLE_LIB_DIR);
-    if (ggml_backend_dev_count() == 0) die("no ggml backend found in %s", libdir && *libdir ? libdir : ORACLE_LIB_DIR);
+    char cpu_path[4096], cpu_name[128], why[512];
+    if (ggml_variant_pick(libdir, cpu_path, sizeof cpu_path, cpu_name, sizeof cpu_name, why, sizeof why) !=
+        GGML_VARIANT_OK)
+        die("%s", why);
+    if (!ggml_backend_load(cpu_path)) die("ggml could not load %s", cpu_path);
+    if (verbose) fprintf(stderr, "oracle: ggml CPU backend %s (%s)\n", cpu_name, cpu_path);
     llama_backend_init();
 
     struct llama_model_params mp = llama_model_default_params();
@@ -663,6 +673,7 @@ int main(int argc, char **argv) {
     enum llama_rope_type rt = llama_model_rope_type(o.model);
     o.n_pos = (rt == LLAMA_ROPE_TYPE_MROPE || rt == LLAMA_ROPE_TYPE_IMROPE || rt == LLAMA_ROPE_TYPE_VISION) ? 4 : 1;
     o.n_seq_max = n_seq_max;
+    o.cpu = cpu_name;
     o.n_batch = (int32_t)llama_n_batch(o.ctx);
     o.last = xcalloc((size_t)n_seq_max * (size_t)o.n_vocab, sizeof(float));
     o.has_last = xcalloc((size_t)n_seq_max, 1);

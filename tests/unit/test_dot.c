@@ -2,7 +2,8 @@
  *
  * For each weight type and each level this CPU supports: weight rows quantized from random data, activations
  * converted by the level's own from_float (must give the same bytes as the portable converter), then the dot
- * must be bit-identical to the portable one (all follow ggml's float order; BF16 within 1e-5 of the sum of
+ * must be bit-identical to the portable one (the levels follow the float orders of their paired ggml builds,
+ * dot.h: the float types at avx2 and BF16 at avx512 have other orders, so within 1e-5 of the sum of
  * |products|), and agree with a float64 dot of the dequantized rows within 1e-4 of that sum. Lengths cover
  * tails (odd lengths for the float types) and 1..16 blocks; rows start off the vector alignment. vec_dot_n
  * (several activation rows at once) must give exactly vec_dot's bits for every row. */
@@ -120,9 +121,13 @@ int main(void) {
                     tab[lv][type].vec_dot(n, &s, xb, yb0);
                     const double e = fabs((double)s - s0) / mag;
                     if (e > worst[lv]) worst[lv] = e;
-                    /* Every level follows ggml's float order (dot.h): bit-identical, BF16 aside (the
-                     * AVX512_BF16 instruction rounds its pair sums differently). */
-                    if (type == BD_TYPE_BF16) {
+                    /* Every level follows the float order of its paired ggml build (dot.h): the quantized
+                     * dots one order everywhere, bit-identical; the float dots (F32, F16, BF16) 8 lanes at
+                     * avx2 (the AVX2 builds) against 16 in the portable code, so only within 1e-5; BF16 at
+                     * avx512 also (the AVX512_BF16 instruction rounds its pair sums differently). The
+                     * conformance test (conformance_dot) checks each level against its ggml build. */
+                    const int float_type = type == BD_TYPE_F32 || type == BD_TYPE_F16 || type == BD_TYPE_BF16;
+                    if (type == BD_TYPE_BF16 || (float_type && lv == BD_SIMD_AVX2)) {
                         CHECK(e < 1e-5, "%s n=%lld rep %d: %s %.9g vs scalar %.9g (%g of sum|xy|)", wt->name,
                               (long long)n, rep, level_names[lv], s, s0, e);
                     } else {

@@ -4,7 +4,8 @@
  * Tolerance: a float sum of n products has |error| <= n·eps·Σ|w·x| (standard bound, eps = FLT_EPSILON covers the
  * product's and each addition's rounding); we allow (K + 16)·eps·Σ|w·x| + 1e-30. A wrong index or a lost tail
  * gives errors of the order of a whole term, far above that. Beyond accuracy the F32 kernel promises identical
- * bits whatever T, the tiling or the thread count, which is checked exactly. */
+ * bits whatever the tiling or the thread count, and whatever T within each of ggml's two shapes (tiled
+ * batches, single vec_dot outputs), which is checked exactly. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
@@ -56,7 +57,7 @@ static void test_f32(bd_threadpool *tp4) {
             int64_t ldx = K + 3, ldy = N + 5;
             float *W = bd_mallocn((size_t)(N * K), 4), *x = bd_mallocn((size_t)(T * ldx), 4);
             float *y = bd_calloc((size_t)(T * ldy), 4), *y1 = bd_calloc((size_t)(T * ldy), 4);
-            float *yt = bd_calloc((size_t)ldy, 4);
+            float *yt = bd_calloc((size_t)(2 * ldy), 4);
             for (int64_t i = 0; i < N * K; i++) W[i] = frand();
             for (int64_t i = 0; i < T * ldx; i++) x[i] = frand();
             CHECK_STATUS(bd_matmul(NULL, BRAID_TYPE_F32, W, N, K, x, ldx, T, y1, ldy, NULL, 0), BRAID_OK);
@@ -66,14 +67,21 @@ static void test_f32(bd_threadpool *tp4) {
             CHECK_STATUS(bd_matmul(tp4, BRAID_TYPE_F32, W, N, K, x, ldx, T, y, ldy, NULL, 0), BRAID_OK);
             CHECK(!memcmp(y, y1, (size_t)(T * ldy) * 4), "f32 level %d N=%lld K=%lld T=%lld: 1 vs 4 threads differ",
                   lv, (long long)N, (long long)K, (long long)T);
-            /* each token alone gives the same bits as in the batch */
+            /* A token's bits do not depend on the batch it is in, within ggml's two shapes: where ggml tiles a
+             * batch (tinyBLAS: N % 4 == 0, K a multiple of the vector width; always in the portable code) every
+             * pair of tokens gives the batch's bits; elsewhere each token alone does (vec_dot). */
+            const int64_t width = lv == BD_SIMD_AVX512 ? 16 : 8;
+            const int tiled = T >= 2 && (lv == BD_SIMD_SCALAR || (N % 4 == 0 && K % width == 0));
+            const int64_t sub = tiled && lv != BD_SIMD_SCALAR ? 2 : 1;
             int same = 1;
-            for (int64_t t = 0; t < T; t++) {
-                CHECK_STATUS(bd_matmul(tp4, BRAID_TYPE_F32, W, N, K, x + t * ldx, ldx, 1, yt, ldy, NULL, 0), BRAID_OK);
-                same &= !memcmp(yt, y1 + t * ldy, (size_t)N * 4);
+            for (int64_t t = 0; t < T; t += sub) {
+                const int64_t t0 = t + sub <= T ? t : T - sub;
+                CHECK_STATUS(bd_matmul(tp4, BRAID_TYPE_F32, W, N, K, x + t0 * ldx, ldx, sub, yt, ldy, NULL, 0),
+                             BRAID_OK);
+                for (int64_t u = 0; u < sub; u++) same &= !memcmp(yt + u * ldy, y1 + (t0 + u) * ldy, (size_t)N * 4);
             }
-            CHECK(same, "f32 level %d N=%lld K=%lld T=%lld: token alone differs from batch", lv, (long long)N,
-                  (long long)K, (long long)T);
+            CHECK(same, "f32 level %d N=%lld K=%lld T=%lld: tokens in sub-batches of %lld differ from the batch", lv,
+                  (long long)N, (long long)K, (long long)T, (long long)sub);
             /* padding between rows untouched */
             int pad_ok = 1;
             for (int64_t t = 0; t < T; t++)
