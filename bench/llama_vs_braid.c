@@ -22,7 +22,7 @@ int main(void) {
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tests/oracle/ggml_variant.h"
+#include "ggml_variant.h"
 #include "bench_util.h"
 #include "tensor/dot.h"
 #include "tensor/gemm_q.h"

@@ -25,7 +25,7 @@
 #include <ggml-cpu.h>
 #include <ggml.h>
 
-#include "../oracle/ggml_variant.h"
+#include "ggml_variant.h"
 #include "tensor/dot.h"
 #include "tensor/simd.h"
 

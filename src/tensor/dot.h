@@ -14,7 +14,7 @@
  * Float order: every vec_dot is bit-identical to ggml's x86 vec_dot in the CPU build llama.cpp loads on a CPU
  * of that level: the avx512 level (and the portable code) follows the AVX-512 builds (libggml-cpu-zen4.so,
  * -sapphirerapids.so, -icelake.so, ...), the avx2 level the AVX2 builds (-haswell.so, -alderlake.so);
- * conformance_dot asserts it (BRAID_GGML_CPU picks the build; tests/conformance/oracle_cpu.h has the pairs).
+ * conformance_dot asserts it (BRAID_GGML_CPU picks the build; testkit/oracle_cpu.h has the pairs).
  * Any other kernel claiming a type's vec_dot result at a level (multi-row decode and prompt kernels) must
  * reproduce exactly this, per output:
  *   Q8_0, Q4_0 (x Q8_0): one chain of 8 float lanes. Per block b in order: lane k's int32 sum over elements

@@ -57,7 +57,7 @@
 #include <string.h>
 
 #include "ggml-backend.h"
-#include "ggml_variant.h"
+#include "../../testkit/ggml_variant.h"
 #include "llama.h"
 
 #define MAX_ARGS 16

@@ -7,7 +7,7 @@
  * comparison with llama.cpp must know which one it talks to. This header makes that choice once, the way
  * ggml does, and lets BRAID_GGML_CPU=<variant> force one (e.g. "haswell" on an AVX-512 machine, to check
  * braid's AVX2 path against llama.cpp's AVX2 build). The oracle driver (oracle.c) loads exactly the file this
- * picks, and the in-process helpers (conformance/oracle_cpu.h, test_kernels.c) pick the same, so a test and
+ * picks, and the in-process helpers (testkit/oracle_cpu.h, test_kernels.c) pick the same, so a test and
  * its llama.cpp subprocess always run the same variant. Header-only; needs -ldl on old glibc. */
 #ifndef BRAID_TESTS_GGML_VARIANT_H
 #define BRAID_TESTS_GGML_VARIANT_H
