@@ -86,4 +86,12 @@ static inline int ggml_variant_width(const char *v) {
     return 0;
 }
 
+/* Whether the variant converts Q8_0 activations with its AVX code (quantize_row_q8_0's rounding to nearest
+ * even, which braid reproduces at every level): every build from sandybridge up; the SSE4.2 and x64 builds use
+ * ggml's reference quantizer instead. */
+static inline int ggml_variant_avx(const char *v) {
+    return ggml_variant_width(v) != 0 || !strcmp(v, "sandybridge") || !strcmp(v, "ivybridge") ||
+           !strcmp(v, "piledriver");
+}
+
 #endif

@@ -41,7 +41,7 @@ int main(void) {
     CHECK(cpu != NULL, "cannot load ggml's CPU backend");
     if (cpu == NULL) TEST_MAIN_END();
     printf("ggml CPU backend: %s; braid SIMD level: %s\n", variant, bd_simd_level());
-    const int vwidth = ggml_variant_width(variant);
+    const int vwidth = ggml_variant_width(variant), conv_exact = ggml_variant_avx(variant);
 
     static bd_dot_traits tab[3][BD_TYPE_COUNT];
     const char *const *level_names = bd_dot_level_names;
@@ -56,7 +56,7 @@ int main(void) {
     enum { NMAX = 4096 };
     float *xf = malloc(NMAX * sizeof(float)), *yf = malloc(NMAX * sizeof(float));
     float *xd = malloc(NMAX * sizeof(float)), *yd = malloc(NMAX * sizeof(float));
-    uint8_t *xq = malloc(NMAX * 4), *yb = malloc(NMAX * 4), *yg = malloc(NMAX * 4);
+    uint8_t *xq = malloc(NMAX * 4), *yb = malloc(NMAX * 4), *yg = malloc(NMAX * 4), *yl = malloc(NMAX * 4);
 
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const uint32_t type = types[ti];
@@ -100,13 +100,15 @@ int main(void) {
                 }
                 conv_rows++;
                 if (memcmp(yb, yg, abytes) != 0) conv_bad++;
-                CHECK(memcmp(yb, yg, abytes) == 0, "%s n=%lld rep %d: activation bytes differ from ggml's", wt->name,
-                      (long long)n, rep);
+                /* braid converts as ggml's AVX builds do; the SSE4.2 / x64 builds quantize Q8_0 with the
+                 * reference rounding (printed, not checked: the dots below use ggml's own bytes) */
+                CHECK(!conv_exact || memcmp(yb, yg, abytes) == 0, "%s n=%lld rep %d: activation bytes differ from ggml's",
+                      wt->name, (long long)n, rep);
                 for (int lv = 1; lv < levels; lv++) { /* every level converts to the same bytes */
-                    memset(yb, 0, abytes);
-                    tab[lv][type].from_float(yf, yb, n);
-                    CHECK(memcmp(yb, yg, abytes) == 0, "%s n=%lld: %s activation bytes differ from ggml's", wt->name,
-                          (long long)n, level_names[lv]);
+                    memset(yl, 0, abytes);
+                    tab[lv][type].from_float(yf, yl, n);
+                    CHECK(memcmp(yl, yb, abytes) == 0, "%s n=%lld: %s activation bytes differ from the portable ones",
+                          wt->name, (long long)n, level_names[lv]);
                 }
                 if (type == BD_TYPE_Q8_0) {
                     ggml_get_type_traits(GGML_TYPE_Q8_0)->from_float_ref(yf, yb, n);
@@ -150,6 +152,6 @@ int main(void) {
     }
     printf("ggml's run-time Q8_0 conversion differs from its reference quantizer in %ld of %ld blocks\n", ref_differ,
            ref_blocks);
-    free(xf), free(yf), free(xd), free(yd), free(xq), free(yb), free(yg);
+    free(xf), free(yf), free(xd), free(yd), free(xq), free(yb), free(yg), free(yl);
     TEST_MAIN_END();
 }
