@@ -40,7 +40,7 @@ typedef struct oracle {
     char *reply; /* the latest reply line, without "ok" and the newline */
     size_t reply_cap;
     int32_t n_vocab, n_embd, n_layer, n_pos, n_seq_max;
-    char cpu[64]; /* the ggml CPU variant the driver loaded (oracle/ggml_variant.h) */
+    char cpu[64]; /* the ggml CPU variant the driver loaded (ggml_variant.h) */
 } oracle;
 
 /* Path of the driver binary (static storage). */

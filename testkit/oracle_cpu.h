@@ -1,7 +1,7 @@
 /* oracle_cpu.h — the ggml CPU backend llama.cpp runs here, reached from a conformance test, and the pair a
  * comparison runs: that ggml variant against braid's SIMD level.
  *
- * The CPU backend is not linked: llama.cpp loads one variant at run time (oracle/ggml_variant.h picks it as
+ * The CPU backend is not linked: llama.cpp loads one variant at run time (ggml_variant.h picks it as
  * ggml does; BRAID_GGML_CPU forces one, e.g. "haswell"). Its ggml_get_type_traits_cpu() gives the activation
  * converters (quantize_row_q8_0 / q8_K, fp32 -> fp16 ...) and the vec_dot functions llama.cpp really runs,
  * which is what braid's dot products must agree with.
