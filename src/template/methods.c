@@ -838,7 +838,11 @@ braid_status tpl_str_format(tpl_env *e, const tpl_node *at, tv fmt, tpl_args *a,
                 tv key = tv_strn(fld + st, k - st);
                 int digits = k > st;
                 int64_t iv = 0;
-                for (size_t q = st; q < k; q++) { if (fld[q] < '0' || fld[q] > '9') digits = 0; else iv = iv * 10 + (fld[q] - '0'); }
+                /* A numeric index longer than int64 stays a string key (and finds nothing) instead of overflowing. */
+                for (size_t q = st; q < k; q++) {
+                    if (fld[q] < '0' || fld[q] > '9' || iv > (INT64_MAX - 9) / 10) digits = 0;
+                    else iv = iv * 10 + (fld[q] - '0');
+                }
                 if (digits) key = tv_int(iv);
                 s = tpl_getitem(e, at, v, key, &v);
                 k++;
