@@ -70,14 +70,6 @@ static void convo_truncate(convo *c, size_t n) {
     }
 }
 
-static int put_piece(void *user, braid_token t, const char *text, size_t len) {
-    (void)user;
-    (void)t;
-    if (len) fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    return 0;
-}
-
 typedef struct {
     gen_setup su;
     braid_gen *g;
@@ -295,7 +287,7 @@ static int cmd_chat(int argc, char **argv) {
     ch.session_ok = 1;
     if (ch.o.g.session) ch.session_ok = gen_session_load("chat", ch.su.ctx, ch.o.g.session) >= 0;
     braid_gen_params gp = gen_opts_params(&ch.o.g, &ch.su);
-    if (!ch.o.g.json) gp.on_piece = put_piece;
+    if (!ch.o.g.json) gp.on_piece = gen_put_piece;
     braid_status s = braid_gen_new(ch.su.ctx, &gp, &ch.g);
     if (s != BRAID_OK) {
         fail("generator", s);

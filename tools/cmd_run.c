@@ -70,14 +70,6 @@ static int report(const char *what, braid_status s) {
     return 1;
 }
 
-static int put_piece(void *user, braid_token t, const char *text, size_t len) {
-    (void)user;
-    (void)t;
-    if (len) fwrite(text, 1, len, stdout);
-    fflush(stdout);
-    return 0;
-}
-
 /* On a terminal the progress line is redrawn after every chunk; into a file or pipe, one line per tenth. */
 typedef struct {
     int tty;
@@ -211,7 +203,7 @@ static int cmd_run(int argc, char **argv) {
         gp.on_progress = show_progress;
         gp.progress_user = &prog;
     }
-    if (!o.g.json) gp.on_piece = put_piece;
+    if (!o.g.json) gp.on_piece = gen_put_piece;
     s = braid_gen_new(su.ctx, &gp, &g);
     if (s != BRAID_OK) {
         report("generator", s);

@@ -48,6 +48,9 @@ void gen_setup_free(gen_setup *su);
 /* The generator parameters for these options and contexts. */
 braid_gen_params gen_opts_params(const gen_opts *o, const gen_setup *su);
 
+/* A braid_piece_fn that writes the text to stdout as it comes. */
+int gen_put_piece(void *user, braid_token t, const char *text, size_t len);
+
 /* Sessions: loads path into sequence 0 if it exists. 1: loaded; 0: no file; -1: refused (the reason is on
  * stderr; the context and the file are unchanged, and the caller must not save over the file). */
 int gen_session_load(const char *cmd, braid_context *ctx, const char *path);

@@ -454,6 +454,19 @@ braid_status bd_sampler_kept(braid_sampler *s, const float *logits, int32_t n_vo
     return BRAID_OK;
 }
 
+/* Replaces the logits of the n kept candidates by their weights at the sampler's temperature (the logit is not
+ * needed after this) and returns the weights' sum. */
+static double temper(braid_sampler *s, int32_t n, float max_l) {
+    cand *c = s->cands;
+    float inv_t = 1.0f / s->p.temperature;
+    double total = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].logit = expf((c[i].logit - max_l) * inv_t);
+        total += c[i].logit;
+    }
+    return total;
+}
+
 braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t n_vocab, braid_token *out) {
     if (!out) return bd_error(BRAID_E_INVALID, "sampler: NULL out");
     int32_t n;
@@ -465,15 +478,8 @@ braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t
         return BRAID_OK;
     }
     cand *c = s->cands;
-
     /* Temperature, then a draw from the softmax of what is left. */
-    float inv_t = 1.0f / s->p.temperature;
-    double total = 0.0;
-    for (int32_t i = 0; i < n; i++) {
-        /* The logit is not needed after this: keep the unnormalized weight in its place. */
-        c[i].logit = expf((c[i].logit - max_l) * inv_t);
-        total += c[i].logit;
-    }
+    double total = temper(s, n, max_l);
     double u = rng_uniform(s->rng) * total, acc = 0.0;
     for (int32_t i = 0; i < n; i++) {
         acc += c[i].logit;
@@ -498,11 +504,8 @@ braid_status bd_sampler_probs(braid_sampler *s, const float *logits, int32_t n_v
         return BRAID_OK;
     }
     /* The same weights braid_sampler_sample draws from, normalized. */
-    const cand *c = s->cands;
-    float inv_t = 1.0f / s->p.temperature;
-    double total = 0.0;
-    for (int32_t i = 0; i < n; i++) total += expf((c[i].logit - max_l) * inv_t);
-    for (int32_t i = 0; i < n; i++) probs[c[i].id] = (float)(expf((c[i].logit - max_l) * inv_t) / total);
+    double total = temper(s, n, max_l);
+    for (int32_t i = 0; i < n; i++) probs[s->cands[i].id] = (float)(s->cands[i].logit / total);
     return BRAID_OK;
 }
 

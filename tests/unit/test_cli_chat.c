@@ -9,7 +9,6 @@
  *   "speculative" and give plain greedy's tokens. */
 #include <jansson.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "braid.h"
@@ -17,28 +16,6 @@
 #include "test.h"
 
 static char exe[2100], model[2100], dir[1024];
-
-static char *run_cmd(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n - 1, p);
-        n += got;
-        if (got == 0) break;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) break;
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    if (buf) buf[n] = 0;
-    return buf;
-}
 
 /* Splits JSON lines into objects; returns the count. */
 static int json_lines(char *out, json_t **objs, int cap) {
@@ -60,7 +37,7 @@ static void test_chat(void) {
              "-n 12 --temp 0 -t 1 --json 2>/dev/null",
              save, exe, model);
     int st = -1;
-    char *out = run_cmd(cmd, &st);
+    char *out = test_run_cmd(cmd, &st);
     CHECK(st == 0 && out, "braid chat exits with 0 (%d)", st);
     json_t *t[8] = {0};
     int n = out ? json_lines(out, t, 8) : 0;
@@ -83,7 +60,7 @@ static void test_chat(void) {
     /* a new process loads the chat and its memory: the fourth turn reuses the three before */
     snprintf(cmd, sizeof cmd, "printf '/load %s\\nFourth\\n' | '%s' chat -m '%s' -n 4 --temp 0 -t 1 --json 2>/dev/null",
              save, exe, model);
-    out = run_cmd(cmd, &st);
+    out = test_run_cmd(cmd, &st);
     n = out ? json_lines(out, t, 8) : 0;
     CHECK(st == 0 && n == 1 && geti(t[0], "turn") == 4 && geti(t[0], "reused_tokens") >= last_prompt,
           "after /load the next turn reuses the saved memory (%d objects, reused %lld of >= %lld)", n,
@@ -105,7 +82,7 @@ static void test_session(void) {
     int st = -1;
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s' -n 6 --temp 0 -t 1 --session '%s' --json 2>/dev/null", exe,
              model, p1, ses);
-    char *out = run_cmd(cmd, &st);
+    char *out = test_run_cmd(cmd, &st);
     json_t *j = out ? json_loads(out, 0, NULL) : NULL;
     CHECK(st == 0 && j && geti(j, "session_reused_tokens") == 0 && access(ses, R_OK) == 0,
           "the first run saves the session");
@@ -114,7 +91,7 @@ static void test_session(void) {
     free(out);
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s%s' -n 6 --temp 0 -t 1 --session '%s' --json 2>/dev/null", exe,
              model, p1, p2, ses);
-    out = run_cmd(cmd, &st);
+    out = test_run_cmd(cmd, &st);
     j = out ? json_loads(out, 0, NULL) : NULL;
     CHECK(st == 0 && j && geti(j, "session_reused_tokens") >= n1 - 2,
           "the second run reuses the shared prefix (%lld of %lld)", j ? (long long)geti(j, "session_reused_tokens") : -1,
@@ -132,7 +109,7 @@ static void test_session(void) {
         fclose(f);
         snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s%s' -n 6 --temp 0 -t 1 --session '%s' --json 2>'%s'", exe,
                  model, p1, p2, ses, err);
-        out = run_cmd(cmd, &st);
+        out = test_run_cmd(cmd, &st);
         j = out ? json_loads(out, 0, NULL) : NULL;
         size_t el = 0, l2 = 0;
         char *e = test_read_file(err, &el), *after = test_read_file(ses, &l2);
@@ -154,7 +131,7 @@ static void test_run_options(void) {
     int st = -1;
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'Shift' -c 32 --ctx-shift --keep 2 -n 128 --temp 0.9 --seed 3 "
                               "-t 1 --json 2>/dev/null", exe, model);
-    char *out = run_cmd(cmd, &st);
+    char *out = test_run_cmd(cmd, &st);
     json_t *j = out ? json_loads(out, 0, NULL) : NULL;
     int eog = j && !strcmp(json_string_value(json_object_get(j, "stop")), "eog");
     CHECK(st == 0 && j && (eog || (json_array_size(json_object_get(j, "tokens")) == 128 &&
@@ -164,7 +141,7 @@ static void test_run_options(void) {
     free(out);
     const char *base = "one two three four one two three four one two";
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s' -n 24 --temp 0 -t 1 --json 2>/dev/null", exe, model, base);
-    char *plain = run_cmd(cmd, &st);
+    char *plain = test_run_cmd(cmd, &st);
     json_t *pj = plain ? json_loads(plain, 0, NULL) : NULL;
     const char *spec[] = {"--lookup 2 --draft-n 4", "--draft-model MODEL --draft-n 3"};
     for (int k = 0; k < 2; k++) {
@@ -174,7 +151,7 @@ static void test_run_options(void) {
         if (m) snprintf(m, sizeof opt - (size_t)(m - opt), "'%s' --draft-n 3", model);
         snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p '%s' -n 24 --temp 0 -t 1 %s --json 2>/dev/null", exe, model, base,
                  opt);
-        out = run_cmd(cmd, &st);
+        out = test_run_cmd(cmd, &st);
         j = out ? json_loads(out, 0, NULL) : NULL;
         json_t *sp = j ? json_object_get(j, "speculative") : NULL;
         CHECK(st == 0 && j && pj && json_equal(json_object_get(j, "tokens"), json_object_get(pj, "tokens")),
@@ -193,7 +170,7 @@ static void test_run_options(void) {
                          "chat --bogus"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s </dev/null 2>/dev/null", exe, bad[i]);
-        free(run_cmd(cmd, &st));
+        free(test_run_cmd(cmd, &st));
         CHECK(st == 2, "'braid %s' is a usage error (%d)", bad[i], st);
     }
 }

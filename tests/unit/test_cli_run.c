@@ -5,7 +5,6 @@
  * sampled run; bad arguments are usage errors (exit code 2). */
 #include <jansson.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "braid.h"

@@ -51,6 +51,18 @@ static int argmax(const float *l, int n) {
     return b;
 }
 
+/* Largest |a - b| over n values; *max_b gets the largest |b|. */
+static double max_diff(const float *a, const float *b, int n, double *max_b) {
+    double md = 0;
+    *max_b = 0;
+    for (int i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > md) md = d;
+        if (fabs(b[i]) > *max_b) *max_b = fabs(b[i]);
+    }
+    return md;
+}
+
 /* ---- streaming -------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -253,12 +265,7 @@ static void test_multiturn(braid_model *m) {
             /* the generator's last decode put the next-token logits on its last row */
             const float *lg = NULL;
             for (int32_t r = 63; r >= 0 && !lg; r--) lg = braid_logits(c, r);
-            double md = 0, mx = 0;
-            for (int32_t i = 0; lf && lg && i < braid_model_n_vocab(m); i++) {
-                double d = fabs((double)lf[i] - lg[i]);
-                if (d > md) md = d;
-                if (fabs(lf[i]) > mx) mx = fabs(lf[i]);
-            }
+            double mx = 0, md = lf && lg ? max_diff(lf, lg, braid_model_n_vocab(m), &mx) : 0;
             printf("last turn vs fresh decode: max |diff| %.3g (max |logit| %.3g)\n", md, mx);
             CHECK(lf && lg && md <= 1e-4 * (mx > 1 ? mx : 1) && argmax(lf, braid_model_n_vocab(m)) ==
                                                                  argmax(lg, braid_model_n_vocab(m)),
@@ -340,12 +347,7 @@ static void test_ctx_shift(braid_model *m) {
     CHECK_STATUS(braid_decode(a, &one), BRAID_OK);
     CHECK_STATUS(braid_decode(b, &one), BRAID_OK);
     const float *la = braid_logits(a, 0), *lb = braid_logits(b, 0);
-    double md = 0, mx = 0;
-    for (int i = 0; la && lb && i < braid_model_n_vocab(m); i++) {
-        double d = fabs((double)la[i] - lb[i]);
-        if (d > md) md = d;
-        if (fabs(lb[i]) > mx) mx = fabs(lb[i]);
-    }
+    double mx = 0, md = la && lb ? max_diff(la, lb, braid_model_n_vocab(m), &mx) : 0;
     printf("after a shift vs fresh: max |diff| %.3g (max |logit| %.3g)\n", md, mx);
     CHECK(la && lb && md <= 1e-3 * (mx > 1 ? mx : 1), "logits after a shift equal the fresh context's (%g)", md);
     braid_context_free(a);
