@@ -49,6 +49,30 @@ static void gdn_head(float *M, int S, float eg, float beta, const float *k, cons
 }
 
 #if BD_HAVE_X86
+/* gdn_head with the decay and the update 8 lanes at a time (elementwise, so the same bits; the scalar loop's
+ * fmaf is a libm call where the build does not target FMA: ~5% of an AVX2 prompt). The dot products stay the
+ * level's vec_dot, whatever order it follows. */
+BD_TARGET_AVX2 static void gdn_head_avx2(float *M, int S, float eg, float beta, const float *k, const float *q,
+                                         const float *v, float *o, float scale, bd_vec_dot_fn dot) {
+    const __m256 egv = _mm256_set1_ps(eg);
+    for (int j = 0; j < S; j++) {
+        float *row = M + (int64_t)j * S;
+        int i = 0;
+        for (; i + 8 <= S; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), egv));
+        for (; i < S; i++) row[i] *= eg;
+        float r;
+        dot(S, &r, row, k);
+        const float d = (v[j] - r) * beta;
+        const __m256 dv = _mm256_set1_ps(d);
+        for (i = 0; i + 8 <= S; i += 8)
+            _mm256_storeu_ps(row + i, _mm256_fmadd_ps(_mm256_loadu_ps(k + i), dv, _mm256_loadu_ps(row + i)));
+        for (; i < S; i++) row[i] = fmaf(k[i], d, row[i]);
+        float s;
+        dot(S, &s, row, q);
+        o[j] = s * scale;
+    }
+}
+
 BD_TARGET_AVX512 static inline float hsum16(__m512 v) {
     __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -133,13 +157,18 @@ static void gdn_task(void *p, int ith, int nth) {
         return;
     }
 #endif
+    void (*head)(float *, int, float, float, const float *, const float *, const float *, float *, float,
+                 bd_vec_dot_fn) = gdn_head;
+#if BD_HAVE_X86
+    if (lv >= BD_SIMD_AVX2) head = gdn_head_avx2;
+#endif
     for (int64_t h = h0; h < h1; h++) {
         const int64_t kh = h % j->H_k;
         float *M = j->state + (size_t)h * ss;
         if (j->state_in != j->state) memcpy(M, j->state_in + (size_t)h * ss, ss * sizeof(float));
         for (int64_t t = 0; t < j->T; t++) {
             const float eg = expf(j->g[t * j->H_v + h]);
-            gdn_head(M, S, eg, j->beta[t * j->H_v + h], j->k + t * j->ldk + kh * S, j->q + t * j->ldq + kh * S,
+            head(M, S, eg, j->beta[t * j->H_v + h], j->k + t * j->ldk + kh * S, j->q + t * j->ldq + kh * S,
                      j->v + t * j->ldv + h * S, j->o + t * j->ldo + h * S, scale, dot);
             if (j->snap && j->snap[t]) memcpy(j->snap[t] + (size_t)h * ss, M, ss * sizeof(float));
         }

@@ -17,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/threadpool.h"
+#include "tensor/dot.h"
 #include "tensor/ops.h"
 #include "tensor/simd.h"
 #include "test.h"
@@ -217,6 +218,33 @@ static void test_gdn(bd_threadpool *tp, int lv) {
                     double got = st[(size_t)h * S * S + (size_t)j * S + i]; /* stored transposed */
                     worst_s = fmax(worst_s, fabs(got - ref) / ((double)T * 4 * S * U * (1 + mx)));
                 }
+        /* exactly the definition in float, ggml's order: per token and state row, decay, r = the level's F32
+         * vec_dot of the row and k, the fused update, the vec_dot with q (every level's kernel claims these bits) */
+        {
+            const bd_vec_dot_fn dot = bd_dot_traits_get(BRAID_TYPE_F32)->vec_dot;
+            float *Mf = bd_mallocn(ss, 4), *of = bd_calloc((size_t)(T * ldo), 4);
+            memcpy(Mf, st0, ss * 4);
+            const float scale = 1.0f / sqrtf((float)S);
+            for (int64_t t = 0; t < T; t++)
+                for (int h = 0; h < H_v; h++) {
+                    const int kh = h % H_k;
+                    const float *kk = k + t * ldq + kh * S, *qq = q + t * ldq + kh * S, *vv = v + t * ldv + h * S;
+                    const float eg = expf(g[t * H_v + h]), bt = beta[t * H_v + h];
+                    for (int j = 0; j < S; j++) {
+                        float *row = Mf + (size_t)h * S * S + (size_t)j * S, rr, sq;
+                        for (int i = 0; i < S; i++) row[i] *= eg;
+                        dot(S, &rr, row, kk);
+                        const float dj = (vv[j] - rr) * bt;
+                        for (int i = 0; i < S; i++) row[i] = fmaf(kk[i], dj, row[i]);
+                        dot(S, &sq, row, qq);
+                        of[t * ldo + h * S + j] = sq * scale;
+                    }
+                }
+            CHECK(!memcmp(Mf, st, ss * 4) && !memcmp(of, o, (size_t)(T * ldo) * 4),
+                  "gdn level %d H_k=%d H_v=%d S=%d: the float definition's bits", lv, H_k, H_v, S);
+            bd_free(Mf);
+            bd_free(of);
+        }
         CHECK(worst_o <= 1, "gdn level %d H_k=%d H_v=%d S=%d: output %.3g of tolerance", lv, H_k, H_v, S, worst_o);
         CHECK(worst_s <= 1, "gdn level %d H_k=%d H_v=%d S=%d: state %.3g of tolerance", lv, H_k, H_v, S, worst_s);
         CHECK(snaps_ok, "gdn level %d S=%d: snapshots equal the state after their token", lv, S);
