@@ -108,6 +108,24 @@ int32_t braid_model_n_pos_per_token(const braid_model *model); /* 1, or 4 for M-
 int braid_model_has_attention(const braid_model *model);
 int braid_model_has_recurrent(const braid_model *model);
 
+/* The GGUF's metadata: n_meta keys in file order. braid_model_meta_key gives key i (pointer into the model,
+ * valid while it lives). braid_model_meta_str writes a value as text into buf (cap bytes, NUL-terminated,
+ * truncated to fit) and the full length into *n_out: strings as they are, numbers in decimal, booleans as
+ * true/false, arrays as "[N elements of TYPE]". BRAID_E_RANGE when i or key is not there. */
+int32_t braid_model_n_meta(const braid_model *model);
+BRAID_NODISCARD braid_status braid_model_meta_key(const braid_model *model, int32_t i, const char **key);
+BRAID_NODISCARD braid_status braid_model_meta_str(const braid_model *model, const char *key, char *buf, size_t cap,
+                                                  size_t *n_out);
+/* Parameter count: elements of every tensor in the file. */
+uint64_t braid_model_n_params(const braid_model *model);
+/* Bytes of tensor data in the file. */
+uint64_t braid_model_size(const braid_model *model);
+
+/* Writes in_path quantized with one of llama.cpp's presets ("Q4_K_M", "Q8_0", "IQ4_XS", "MXFP4_MOE", "F16", ...;
+ * those that need an importance matrix are refused) to out_path, the same bytes llama-quantize writes. Input
+ * tensors to convert must be F32, F16 or BF16. On failure out_path is removed. */
+BRAID_NODISCARD braid_status braid_model_quantize(const char *in_path, const char *out_path, const char *preset);
+
 /* ---- context ----------------------------------------------------------------------------------------------- */
 
 /* Bounds of the context parameters; braid_context_new refuses a value outside them with BRAID_E_INVALID
@@ -168,6 +186,10 @@ const float *braid_logits(const braid_context *ctx, int32_t i);
 int32_t braid_seq_len(const braid_context *ctx, braid_seq_id s);
 /* The temporal position the next text input of s gets (after an image: t0 + max(nx, ny)). */
 braid_pos braid_seq_next_pos(const braid_context *ctx, braid_seq_id s);
+/* Input i of s (0 <= i < braid_seq_len): its token id (-1 for an embedding input) into *token and its
+ * n_pos_per_token positions into pos (either pointer may be NULL). BRAID_E_RANGE for a bad s or i. */
+BRAID_NODISCARD braid_status braid_seq_input(const braid_context *ctx, braid_seq_id s, int32_t i, braid_token *token,
+                                             braid_pos *pos);
 /* Keep the first n inputs. Always possible: rollback buffer, else checkpoint + replay, else replay from 0. */
 BRAID_NODISCARD braid_status braid_seq_truncate(braid_context *ctx, braid_seq_id s, int32_t n);
 /* Drop inputs [i0, i1), i1 < len (context shift). The recurrent state keeps summarizing the dropped inputs. */

@@ -5,11 +5,9 @@
  * (the output is removed), 2 on a usage error. */
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "braid.h"
 #include "commands.h"
-#include "gguf/gguf.h"
 #include "models/quant_mix.h"
 
 static int cmd_quantize(int argc, char **argv) {
@@ -24,16 +22,8 @@ static int cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "braid quantize: %s\n", braid_last_error());
         return 2;
     }
-    gguf_file *f = NULL;
-    if (gguf_open(argv[1], &f) != BRAID_OK) {
+    if (braid_model_quantize(argv[1], argv[2], argv[3]) != BRAID_OK) {
         fprintf(stderr, "braid quantize: %s\n", braid_last_error());
-        return 1;
-    }
-    const braid_status st = bd_quant_write(f, argv[3], argv[2]);
-    gguf_close(f);
-    if (st != BRAID_OK) {
-        fprintf(stderr, "braid quantize: %s\n", braid_last_error());
-        unlink(argv[2]);
         return 1;
     }
     return 0;

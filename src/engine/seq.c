@@ -14,6 +14,18 @@ braid_pos braid_seq_next_pos(const braid_context *ctx, braid_seq_id s) {
     return mem_seq_next_pos(ctx->mem, s);
 }
 
+braid_status braid_seq_input(const braid_context *ctx, braid_seq_id s, int32_t i, braid_token *token,
+                             braid_pos *pos) {
+    if (!ctx) return bd_error(BRAID_E_INVALID, "braid_seq_input: NULL context");
+    braid_token t;
+    const braid_pos *p;
+    const float *e;
+    BD_TRY(mem_seq_input(ctx->mem, s, i, &t, &p, &e));
+    if (token) *token = t;
+    if (pos) memcpy(pos, p, sizeof *pos * (size_t)mem_get_params(ctx->mem)->n_pos_per_token);
+    return BRAID_OK;
+}
+
 /* Runs a replay batch handed back by truncate / copy and commits it. */
 static braid_status run_replay(braid_context *ctx, mem_batch *replay) {
     if (!replay) return BRAID_OK;
