@@ -94,18 +94,25 @@ typedef struct braid_model_params {
                      * 0: leave them to be read as the first tokens touch them */
 } braid_model_params;
 
+/* use_mmap 1, vocab_only 0, prefault 1. */
 braid_model_params braid_model_default_params(void);
 /* Loads a GGUF file. On success *out owns the model; release with braid_model_free. */
 BRAID_NODISCARD braid_status braid_model_load(const char *path, const braid_model_params *params,
                                               braid_model **out);
+/* Releases a model (NULL allowed); every context made from it must be freed first. */
 void braid_model_free(braid_model *model);
 
 const char *braid_model_arch(const braid_model *model); /* "qwen35", "mamba2", ... */
+/* Tokens in the vocabulary: the number of logits per row. */
 int32_t braid_model_n_vocab(const braid_model *model);
+/* Width of the hidden state (an embedding input row has this many floats). */
 int32_t braid_model_n_embd(const braid_model *model);
+/* Layers of the model (attention, recurrent or both). */
 int32_t braid_model_n_layer(const braid_model *model);
 int32_t braid_model_n_pos_per_token(const braid_model *model); /* 1, or 4 for M-RoPE models */
+/* 1 if some layer attends (the context then holds n_ctx attention cells). */
 int braid_model_has_attention(const braid_model *model);
+/* 1 if some layer keeps a recurrent state (GDN, Mamba2, short conv). */
 int braid_model_has_recurrent(const braid_model *model);
 
 /* The GGUF's metadata: n_meta keys in file order. braid_model_meta_key gives key i (pointer into the model,
@@ -113,7 +120,9 @@ int braid_model_has_recurrent(const braid_model *model);
  * truncated to fit) and the full length into *n_out: strings as they are, numbers in decimal, booleans as
  * true/false, arrays as "[N elements of TYPE]". BRAID_E_RANGE when i or key is not there. */
 int32_t braid_model_n_meta(const braid_model *model);
+/* Key i of the metadata, 0 <= i < braid_model_n_meta. */
 BRAID_NODISCARD braid_status braid_model_meta_key(const braid_model *model, int32_t i, const char **key);
+/* Value of key as text (see above); *n_out gets its full length. */
 BRAID_NODISCARD braid_status braid_model_meta_str(const braid_model *model, const char *key, char *buf, size_t cap,
                                                   size_t *n_out);
 /* Parameter count: elements of every tensor in the file. */
@@ -143,12 +152,12 @@ typedef struct braid_context_params {
     uint32_t n_seq_max;               /* sequences 0 .. n_seq_max-1, n_seq_max in 1 .. BRAID_MAX_SEQ (default 1) */
     uint32_t n_batch;                 /* largest ubatch computed at once, 1 .. BRAID_MAX_BATCH (default 512) */
     uint32_t n_threads;               /* compute threads, 0 .. BRAID_MAX_THREADS (default 0: online cores) */
-    uint32_t checkpoint_interval;     /* recurrent checkpoint every this many prefilled inputs, 0 (off) ..
-                                       * BRAID_MAX_CHECKPOINT_INTERVAL (default 256) */
+    uint32_t checkpoint_interval;     /* recurrent checkpoint every this many prefilled inputs, from 0
+                                       * (off) to BRAID_MAX_CHECKPOINT_INTERVAL (default 256) */
     uint64_t checkpoint_budget_bytes; /* bytes for checkpoints of all sequences, any value: blocks are allocated
                                        * only as checkpoints are taken (default 256 MiB) */
-    uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence, 0 ..
-                                       * BRAID_MAX_ROLLBACK (default 8) */
+    uint32_t n_rollback;              /* per-input states kept for the last decode of a sequence, from 0
+                                       * to BRAID_MAX_ROLLBACK (default 8) */
     braid_type kv_type;               /* BRAID_TYPE_F16 (default) or BRAID_TYPE_F32 (else BRAID_E_UNSUPPORTED) */
     /* Asked between the layers of a decode (NULL: never). Returning nonzero stops it: braid_decode returns
      * BRAID_E_CANCELLED and nothing changed (memory, sequences, the previous decode's logits). Truncate and
@@ -157,9 +166,12 @@ typedef struct braid_context_params {
     void *abort_user;
 } braid_context_params;
 
+/* The defaults named in braid_context_params. */
 braid_context_params braid_context_default_params(void);
+/* A context over model (which must outlive it); *out owned by the caller (braid_context_free). */
 BRAID_NODISCARD braid_status braid_context_new(const braid_model *model, const braid_context_params *params,
                                                braid_context **out);
+/* Releases a context (NULL allowed); the model stays. */
 void braid_context_free(braid_context *ctx);
 
 /* ---- decoding ---------------------------------------------------------------------------------------------- */
@@ -183,6 +195,7 @@ const float *braid_logits(const braid_context *ctx, int32_t i);
 
 /* ---- sequences (by index; whole or nothing) ---------------------------------------------------------------- */
 
+/* Inputs in sequence s (-1 for an id outside 0 .. n_seq_max-1). */
 int32_t braid_seq_len(const braid_context *ctx, braid_seq_id s);
 /* The temporal position the next text input of s gets (after an image: t0 + max(nx, ny)). */
 braid_pos braid_seq_next_pos(const braid_context *ctx, braid_seq_id s);
@@ -197,6 +210,7 @@ BRAID_NODISCARD braid_status braid_seq_remove(braid_context *ctx, braid_seq_id s
 /* Add d to (or divide by k) the temporal position of inputs [i0, i1); K rows are re-rotated lazily. */
 BRAID_NODISCARD braid_status braid_seq_shift_pos(braid_context *ctx, braid_seq_id s, int32_t i0, int32_t i1,
                                                  braid_pos d);
+/* Divide the temporal positions of inputs [i0, i1) by k (Self-Extend's grouping). */
 BRAID_NODISCARD braid_status braid_seq_div_pos(braid_context *ctx, braid_seq_id s, int32_t i0, int32_t i1,
                                                int32_t k);
 /* dst becomes the first n inputs of src (attention cells shared, recurrent state at n). */
@@ -213,14 +227,23 @@ braid_pos braid_image_positions(const braid_model *model, braid_pos t0, int32_t 
 
 /* ---- state (design.md §5: versioned, checksummed; load validates everything before changing anything) ---- */
 
+/* Sequence s (inputs, attention cells, recurrent state, checkpoints, rollback buffer) as one blob; *data
+ * allocated, release with braid_free. */
 BRAID_NODISCARD braid_status braid_state_seq_save(braid_context *ctx, braid_seq_id s, void **data, size_t *size);
+/* Replaces sequence s with a blob from braid_state_seq_save (of a model with the same fingerprint). */
 BRAID_NODISCARD braid_status braid_state_seq_load(braid_context *ctx, braid_seq_id s, const void *data,
                                                   size_t size);
+/* braid_state_seq_save into a file, written whole (a temporary file renamed into place). */
 BRAID_NODISCARD braid_status braid_state_seq_save_file(braid_context *ctx, braid_seq_id s, const char *path);
+/* braid_state_seq_load from a file. */
 BRAID_NODISCARD braid_status braid_state_seq_load_file(braid_context *ctx, braid_seq_id s, const char *path);
+/* Every sequence of the context as one blob (*data allocated; release with braid_free). */
 BRAID_NODISCARD braid_status braid_state_save(braid_context *ctx, void **data, size_t *size);
+/* Replaces every sequence with a blob from braid_state_save. */
 BRAID_NODISCARD braid_status braid_state_load(braid_context *ctx, const void *data, size_t size);
+/* braid_state_save into a file, written whole. */
 BRAID_NODISCARD braid_status braid_state_save_file(braid_context *ctx, const char *path);
+/* braid_state_load from a file. */
 BRAID_NODISCARD braid_status braid_state_load_file(braid_context *ctx, const char *path);
 
 /* ---- tokenizer --------------------------------------------------------------------------------------------- */
@@ -238,7 +261,9 @@ BRAID_NODISCARD braid_status braid_token_to_piece(const braid_model *model, brai
 BRAID_NODISCARD braid_status braid_detokenize(const braid_model *model, const braid_token *tokens, size_t n,
                                               int special, char **text, size_t *len);
 braid_token braid_token_bos(const braid_model *model); /* -1 when the vocabulary has none */
+/* End of sequence; -1 when the vocabulary has none. */
 braid_token braid_token_eos(const braid_model *model);
+/* End of turn; -1 when the vocabulary has none. */
 braid_token braid_token_eot(const braid_model *model);
 int braid_token_is_eog(const braid_model *model, braid_token t); /* end of generation (eos, eot, ...) */
 
@@ -259,6 +284,7 @@ typedef struct braid_chat_params {
     size_t max_output;         /* bytes; 0 = default (16 MiB) */
 } braid_chat_params;
 
+/* No tools, add_generation_prompt 1, the model's bos/eos texts, no kwargs, now = the current time. */
 braid_chat_params braid_chat_default_params(void);
 /* Renders template text tmpl (tmpl_len bytes) for messages_json (a JSON array of message objects).
  * *out is allocated (NUL-terminated, release with braid_free), *out_len its length. A template Jinja2 would
@@ -293,8 +319,11 @@ typedef struct braid_sampler_params {
     uint64_t seed;
 } braid_sampler_params;
 
+/* Greedy (temperature 0), every filter and penalty off, seed 0. */
 braid_sampler_params braid_sampler_default_params(void);
+/* A sampler with these parameters; *out owned by the caller (braid_sampler_free). */
 BRAID_NODISCARD braid_status braid_sampler_new(const braid_sampler_params *params, braid_sampler **out);
+/* Releases a sampler (NULL allowed). */
 void braid_sampler_free(braid_sampler *s);
 /* Picks a token from n_vocab logits. */
 BRAID_NODISCARD braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t n_vocab,
@@ -356,9 +385,11 @@ typedef struct braid_gen_stats {
     const char *stop;            /* "eog", "length", "context", "stop", "cancelled", or "" before a run */
 } braid_gen_stats;
 
+/* Sequence 0, no token limit, greedy, no stop strings, no context shift, no drafting, no callbacks. */
 braid_gen_params braid_gen_default_params(void);
 /* A generator over ctx's sequence p->seq (and p->draft's sequence p->seq). Neither context is owned. */
 BRAID_NODISCARD braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, braid_gen **out);
+/* Releases a generator (NULL allowed); the contexts stay. */
 void braid_gen_free(braid_gen *g);
 /* Makes the sequence hold exactly tokens[0..n): the longest common prefix with what it holds is kept (through
  * truncation: rollback buffer, else checkpoint + replay, never from zero while a checkpoint is nearer), the rest
@@ -371,6 +402,7 @@ BRAID_NODISCARD braid_status braid_gen_prompt(braid_gen *g, const braid_token *t
 BRAID_NODISCARD braid_status braid_gen_run(braid_gen *g);
 /* Tokens emitted by the last run (valid until the next call on g) and their text (stop string excluded). */
 const braid_token *braid_gen_tokens(const braid_gen *g, int32_t *n);
+/* The text of the last run's tokens; *len its length. */
 const char *braid_gen_text(const braid_gen *g, size_t *len);
 const braid_gen_stats *braid_gen_get_stats(const braid_gen *g);
 

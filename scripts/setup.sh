@@ -9,6 +9,7 @@ APT_PACKAGES=(build-essential clang cmake ninja-build pkg-config git ca-certific
               libpcre2-dev libjansson-dev libmicrohttpd-dev libxxhash-dev libclang-rt-14-dev python3-numpy
               libutf8proc-dev  # only scripts/gen-unicode-table.c, which regenerates the tokenizer's table
               libedit-dev      # line editing in braid chat
+              doxygen          # the API reference (scripts/docs.sh, tests/docs/test_api_docs.sh)
               python3-jinja2)  # the reference renderer of tests/unit/test_template_corpus.c (/usr/bin/python3)
 # npm fetches the oracle. A machine whose Node.js comes from elsewhere (e.g. NodeSource, which bundles npm and
 # conflicts with Debian's npm package) keeps its own; only a machine without npm gets Debian's.
