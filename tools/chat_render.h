@@ -1,8 +1,7 @@
-/* chat_render.h — turns a conversation into the prompt text a chat model expects.
- *
- * This is the one place `braid chat` renders; until braid renders the GGUF's own tokenizer.chat_template it
- * writes ChatML (<|im_start|>role\ncontent<|im_end|>\n ..., the format of Qwen's models), which is what the
- * models braid runs were trained on. */
+/* chat_render.h — turns a conversation into the prompt text a chat model expects: the one place `braid chat`
+ * renders. The template is the GGUF's tokenizer.chat_template (or --chat-template-file), rendered by braid's
+ * Jinja engine exactly as Python Jinja2 renders it; a file without a template gets ChatML
+ * (<|im_start|>role\ncontent<|im_end|>\n ...), the format of Qwen's models, with a note on stderr. */
 #ifndef BRAID_TOOLS_CHAT_RENDER_H
 #define BRAID_TOOLS_CHAT_RENDER_H
 
@@ -15,9 +14,20 @@ typedef struct chat_msg {
     char *content;
 } chat_msg;
 
+typedef struct chat_template {
+    char *file_text;    /* --chat-template-file's contents (owned), or NULL: the model's template */
+    size_t file_len;
+    int chatml;         /* 1: neither given nor in the model: ChatML */
+    const char *kwargs; /* --chat-template-kwargs: a JSON object of extra template variables, or NULL */
+} chat_template;
+
+/* Picks the template: the file if path is not NULL, else the model's, else ChatML. 0 on failure (reported). */
+int chat_template_init(chat_template *t, const braid_model *model, const char *path, const char *kwargs);
+void chat_template_free(chat_template *t);
+
 /* The prompt for msgs[0..n) (and the opening of the assistant's reply if add_generation_prompt). *out is
- * malloc'd (caller frees). 0 on failure (reported on stderr). */
-int chat_render(const braid_model *model, const chat_msg *msgs, size_t n, int add_generation_prompt, char **out,
-                size_t *len);
+ * malloc'd (caller frees). 0 on failure (the template's reason on stderr). */
+int chat_render(const chat_template *t, const braid_model *model, const chat_msg *msgs, size_t n,
+                int add_generation_prompt, char **out, size_t *len);
 
 #endif

@@ -1,7 +1,7 @@
 /* cmd_chat.c — `braid chat`: multi-turn chat on braid_gen, each turn computing only what is new.
  *
- * Every turn the whole conversation is rendered again (chat_render.c) and tokenized, and braid_gen_prompt keeps
- * the longest prefix the memory already holds: a checkpoint closes every prompt and every reply, so when a
+ * Every turn the whole conversation is rendered again with the model's chat template (chat_render.c) and
+ * tokenized, and braid_gen_prompt keeps the longest prefix the memory already holds: a checkpoint closes every prompt and every reply, so when a
  * template rewrites an earlier turn the memory goes back to the nearest checkpoint and replays at most one
  * checkpoint interval, never the whole conversation. Replies stream to stdout.
  *
@@ -27,6 +27,8 @@
 static void chat_usage(FILE *f) {
     fprintf(f, "usage: braid chat [-m FILE] [--system TEXT] [options]\n"
                "  --system TEXT         the system message\n"
+               "  --chat-template-file FILE   render with this Jinja template instead of the model's\n"
+               "  --chat-template-kwargs JSON extra template variables, e.g. '{\"enable_thinking\": false}'\n"
                "  (-n is the most tokens per reply; -c defaults to 4096; --json prints one object per turn)\n"
                "  commands: /save FILE, /load FILE, /reset, /stats, /quit\n");
     gen_opts_usage(f);
@@ -35,6 +37,8 @@ static void chat_usage(FILE *f) {
 typedef struct {
     gen_opts g;
     const char *system;
+    const char *template_file; /* --chat-template-file */
+    const char *kwargs;        /* --chat-template-kwargs */
 } chat_opts;
 
 typedef struct {
@@ -75,6 +79,7 @@ typedef struct {
     braid_gen *g;
     convo cv;
     chat_opts o;
+    chat_template tmpl;
     int turn;
     int session_ok;
     braid_token *toks;
@@ -90,7 +95,7 @@ static int fail(const char *what, braid_status s) {
 static int tokenize_convo(chat *ch, size_t *n_toks) {
     char *text = NULL;
     size_t len = 0;
-    if (!chat_render(ch->su.model, ch->cv.msgs, ch->cv.n, 1, &text, &len)) return 0;
+    if (!chat_render(&ch->tmpl, ch->su.model, ch->cv.msgs, ch->cv.n, 1, &text, &len)) return 0;
     size_t n = 0;
     braid_status s = braid_tokenize(ch->su.model, text, len, 0, 1, ch->toks, ch->cap_toks, &n);
     if (s == BRAID_E_RANGE) {
@@ -275,6 +280,14 @@ static int cmd_chat(int argc, char **argv) {
             ch.o.system = argv[++i];
             continue;
         }
+        if (!strcmp(a, "--chat-template-file") && i + 1 < argc) {
+            ch.o.template_file = argv[++i];
+            continue;
+        }
+        if (!strcmp(a, "--chat-template-kwargs") && i + 1 < argc) {
+            ch.o.kwargs = argv[++i];
+            continue;
+        }
         fprintf(stderr, "braid chat: unknown option or missing value: '%s'\n", a);
         chat_usage(stderr);
         return 2;
@@ -284,6 +297,7 @@ static int cmd_chat(int argc, char **argv) {
     if (!gen_setup_models("chat", &ch.o.g, &ch.su) ||
         !gen_setup_contexts("chat", &ch.o.g, (uint32_t)ch.o.g.n_ctx, &ch.su))
         goto done;
+    if (!chat_template_init(&ch.tmpl, ch.su.model, ch.o.template_file, ch.o.kwargs)) goto done;
     ch.session_ok = 1;
     if (ch.o.g.session) ch.session_ok = gen_session_load("chat", ch.su.ctx, ch.o.g.session) >= 0;
     braid_gen_params gp = gen_opts_params(&ch.o.g, &ch.su);
@@ -323,6 +337,7 @@ static int cmd_chat(int argc, char **argv) {
     rc = 0;
 done:
     convo_truncate(&ch.cv, 0);
+    chat_template_free(&ch.tmpl);
     free(ch.cv.msgs);
     free(ch.toks);
     braid_gen_free(ch.g);

@@ -175,6 +175,79 @@ static void test_run_options(void) {
     }
 }
 
+/* The prompt is the model's chat template rendered (or --chat-template-file's): prompt_tokens of a one-line
+ * chat equals the token count of that rendering, tokenized in-process; a missing template file is a failure
+ * and a template that does not parse is reported, not replaced. */
+static int count_tokens(braid_model *m, const char *text) {
+    braid_token toks[512];
+    size_t n = 0;
+    return braid_tokenize(m, text, strlen(text), 0, 1, toks, 512, &n) == BRAID_OK ? (int)n : -1;
+}
+
+static void test_chat_template(void) {
+    braid_model_params mp = braid_model_default_params();
+    mp.vocab_only = 1;
+    braid_model *m = NULL;
+    CHECK_STATUS(braid_model_load(model, &mp, &m), BRAID_OK);
+    if (!m) return;
+    char tf[2200], cmd[8192];
+    snprintf(tf, sizeof tf, "%s/test_cli_chat_template.jinja", dir);
+    FILE *f = fopen(tf, "w");
+    CHECK(f != NULL, "write a template file");
+    if (!f) return;
+    fputs("{% for m in messages %}<<{{ m.role }}>>{{ m.content }}\n{% endfor %}"
+          "{% if add_generation_prompt %}<<assistant>>{% endif %}", f);
+    fclose(f);
+    int st;
+    snprintf(cmd, sizeof cmd, "printf 'Hello there\\n' | '%s' chat -m '%s' -n 2 --temp 0 -t 1 --json "
+                              "--chat-template-file '%s' 2>/dev/null", exe, model, tf);
+    char *out = test_run_cmd(cmd, &st);
+    json_t *t[4];
+    int n = out ? json_lines(out, t, 4) : 0;
+    int want = count_tokens(m, "<<user>>Hello there\n<<assistant>>");
+    CHECK(st == 0 && n == 1 && geti(t[0], "prompt_tokens") == want,
+          "--chat-template-file renders the prompt (%lld tokens, want %d)", n ? geti(t[0], "prompt_tokens") : -1LL,
+          want);
+    for (int i = 0; i < n; i++) json_decref(t[i]);
+    free(out);
+
+    /* Without the option: the model's own template, as braid_chat_template_apply renders it. */
+    char *text = NULL;
+    size_t len = 0;
+    braid_chat_params cp = braid_chat_default_params();
+    braid_status s = braid_chat_template_apply(m, NULL, "[{\"role\":\"user\",\"content\":\"Hello there\"}]", &cp,
+                                               &text, &len);
+    CHECK(s == BRAID_OK, "the test model carries a chat template (%s)", braid_last_error());
+    snprintf(cmd, sizeof cmd, "printf 'Hello there\\n' | '%s' chat -m '%s' -n 2 --temp 0 -t 1 --json 2>/dev/null", exe,
+             model);
+    out = test_run_cmd(cmd, &st);
+    n = out ? json_lines(out, t, 4) : 0;
+    want = text ? count_tokens(m, text) : -1;
+    CHECK(st == 0 && n == 1 && geti(t[0], "prompt_tokens") == want,
+          "the model's template renders the prompt (%lld tokens, want %d)", n ? geti(t[0], "prompt_tokens") : -1LL,
+          want);
+    for (int i = 0; i < n; i++) json_decref(t[i]);
+    free(out);
+    braid_free(text);
+
+    snprintf(cmd, sizeof cmd, "printf 'Hi\\n' | '%s' chat -m '%s' -n 2 -t 1 --chat-template-file '%s.missing' "
+                              "2>/dev/null", exe, model, tf);
+    free(test_run_cmd(cmd, &st));
+    CHECK(st == 1, "a missing template file is a failure (%d)", st);
+    f = fopen(tf, "w");
+    if (f) {
+        fputs("{% for m in messages %}unclosed", f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "printf 'Hi\\n' | '%s' chat -m '%s' -n 2 -t 1 --chat-template-file '%s' 2>&1 "
+                              ">/dev/null", exe, model, tf);
+    out = test_run_cmd(cmd, &st);
+    CHECK(out && strstr(out, "chat template failed"), "a broken template is reported: %s", out ? out : "");
+    free(out);
+    unlink(tf);
+    braid_model_free(m);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "%s", test_env("BRAID_BUILD_DIR", "."));
     snprintf(exe, sizeof exe, "%s/braid", dir);
@@ -185,6 +258,7 @@ int main(void) {
     gen_summary sum;
     CHECK_STATUS(gen_model_write(&gp, model, &sum), BRAID_OK);
     test_chat();
+    test_chat_template();
     test_session();
     test_run_options();
     unlink(model);
