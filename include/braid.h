@@ -405,6 +405,23 @@ const braid_token *braid_gen_tokens(const braid_gen *g, int32_t *n);
 /* The text of the last run's tokens; *len its length. */
 const char *braid_gen_text(const braid_gen *g, size_t *len);
 const braid_gen_stats *braid_gen_get_stats(const braid_gen *g);
+/* Inside on_piece: the n_vocab logits the token was drawn from (for log-probabilities); NULL elsewhere, and
+ * for a speculative token whose row is gone. */
+const float *braid_gen_logits(const braid_gen *g);
+
+/* Continuous batching: generators over distinct sequences of one context advance together, one braid_decode
+ * per step, each on its own rows (a generator's tokens and logits do not depend on what shares its steps).
+ * braid_gen_begin is braid_gen_prompt without the decoding: it keeps the longest common prefix (truncating),
+ * checks the room and queues the rest of the prompt. Each braid_gen_step then lets every generating one sample
+ * and emit a token (as braid_gen_run does; its stop reasons), and decodes those tokens and chunks of the
+ * queued prompts in one batch of at most n_batch rows (sampled tokens first, then the prompts in list order).
+ * A generator whose reply ends takes its checkpoint; the stats fill in as it goes. If the decode fails the
+ * step returns its status and the generators with rows in it stop with stop reason "error" (no sequence
+ * changed). Not for speculative generators, context shift or Self-Extend (BRAID_E_UNSUPPORTED). */
+BRAID_NODISCARD braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n);
+BRAID_NODISCARD braid_status braid_gen_step(braid_gen *const *gens, int32_t n);
+/* 1 from braid_gen_begin until the generator's reply ends. */
+int braid_gen_active(const braid_gen *g);
 
 #ifdef __cplusplus
 }

@@ -69,6 +69,7 @@ void braid_gen_free(braid_gen *g) {
     bd_free(g->pt);
     bd_free(g->flags);
     bd_free(g->seqv);
+    bd_free(g->ptok);
     bd_free(g);
 }
 
@@ -173,7 +174,7 @@ const braid_gen_stats *braid_gen_get_stats(const braid_gen *g) { return g ? &g->
 
 /* Rebuilds a mirror from what the memory holds (the sequence may have been changed from outside: a state
  * load, a truncation). An embedding input ends the mirror there: no token list can share a prefix past it. */
-static braid_status mirror_refresh(braid_context *c, braid_seq_id s, braid_token **v, int32_t *n, int32_t *cap) {
+braid_status bd_gen_mirror_refresh(braid_context *c, braid_seq_id s, braid_token **v, int32_t *n, int32_t *cap) {
     int32_t len = mem_seq_len(c->mem, s);
     *n = 0;
     for (int32_t i = 0; i < len; i++) {
@@ -192,8 +193,7 @@ static braid_status mirror_refresh(braid_context *c, braid_seq_id s, braid_token
     return BRAID_OK;
 }
 
-/* Cells a decode can still take (every sequence shares them), or INT32_MAX without attention layers. */
-static int32_t room(const braid_gen *g) {
+int32_t bd_gen_room(const braid_gen *g) {
     if (!mem_kv_n_cells(g->ctx->mem)) return INT32_MAX;
     uint32_t f = mem_kv_n_free(g->ctx->mem);
     return f > INT32_MAX ? INT32_MAX : (int32_t)f;
@@ -301,7 +301,9 @@ static braid_status self_extend(braid_gen *g) {
 
 /* ---- the prompt --------------------------------------------------------------------------------------------- */
 
-braid_status braid_gen_prompt(braid_gen *g, const braid_token *tokens, int32_t n) {
+braid_status bd_gen_prompt_prepare(braid_gen *g, const braid_token *tokens, int32_t n, const braid_token **use,
+                                   int32_t *n_use, braid_token **trimmed, int32_t *lcp_out) {
+    *trimmed = NULL;
     if (!g || (!tokens && n)) return bd_error(BRAID_E_INVALID, "braid_gen_prompt: NULL argument");
     if (n <= 0) return bd_error(BRAID_E_INVALID, "braid_gen_prompt: the prompt is empty");
     for (int32_t i = 0; i < n; i++)
@@ -315,23 +317,23 @@ braid_status braid_gen_prompt(braid_gen *g, const braid_token *tokens, int32_t n
     st->reused_tokens = st->decoded_tokens = st->replayed_tokens = 0;
     st->context_shifts = 0;
     st->prompt_ms = 0;
-    BD_TRY(mirror_refresh(c, g->p.seq, &g->tok, &g->n_tok, &g->cap_tok));
-    if (g->p.draft) BD_TRY(mirror_refresh(g->p.draft, g->p.seq, &g->dtok, &g->n_dtok, &g->cap_dtok));
+    BD_TRY(bd_gen_mirror_refresh(c, g->p.seq, &g->tok, &g->n_tok, &g->cap_tok));
+    if (g->p.draft) BD_TRY(bd_gen_mirror_refresh(g->p.draft, g->p.seq, &g->dtok, &g->n_dtok, &g->cap_dtok));
 
     /* A prompt longer than the context: with context shift on, its first n_keep tokens and its most recent
      * ones (half the context in all) are decoded; otherwise it is refused. */
-    braid_token *trimmed = NULL;
     const int32_t cap = capacity(g);
     if (n > cap) {
         if (!g->p.ctx_shift)
             return bd_error(BRAID_E_FULL, "braid_gen_prompt: the prompt has %d tokens, the context holds %d", n, cap);
         int32_t half = cap / 2 > 1 ? cap / 2 : 1;
         int32_t keep = g->p.n_keep < half ? g->p.n_keep : half - 1;
-        trimmed = bd_mallocn((size_t)half, sizeof *trimmed);
-        if (!trimmed) return bd_error(BRAID_E_NOMEM, "braid_gen_prompt: out of memory");
-        memcpy(trimmed, tokens, (size_t)keep * sizeof *tokens);
-        memcpy(trimmed + keep, tokens + n - (half - keep), (size_t)(half - keep) * sizeof *tokens);
-        tokens = trimmed;
+        braid_token *t = bd_mallocn((size_t)half, sizeof *t);
+        if (!t) return bd_error(BRAID_E_NOMEM, "braid_gen_prompt: out of memory");
+        memcpy(t, tokens, (size_t)keep * sizeof *tokens);
+        memcpy(t + keep, tokens + n - (half - keep), (size_t)(half - keep) * sizeof *tokens);
+        *trimmed = t;
+        tokens = t;
         n = half;
         st->context_shifts++;
     }
@@ -344,9 +346,23 @@ braid_status braid_gen_prompt(braid_gen *g, const braid_token *tokens, int32_t n
     /* The penalties look at the end of the prompt, as if the sampler had seen all of it. */
     int32_t last_n = g->p.sampler.penalty_last_n;
     for (int32_t i = n - last_n > 0 ? n - last_n : 0; s == BRAID_OK && i < n; i++) braid_sampler_accept(g->smp, tokens[i]);
-    if (s == BRAID_OK && room(g) < n - lcp) {
-        s = bd_error(BRAID_E_FULL, "braid_gen_prompt: %d new tokens, room for %d in the context", n - lcp, room(g));
+    if (s == BRAID_OK && bd_gen_room(g) < n - lcp) {
+        s = bd_error(BRAID_E_FULL, "braid_gen_prompt: %d new tokens, room for %d in the context", n - lcp, bd_gen_room(g));
     }
+    st->reused_tokens = lcp;
+    *use = tokens;
+    *n_use = n;
+    *lcp_out = lcp;
+    return s;
+}
+
+braid_status braid_gen_prompt(braid_gen *g, const braid_token *tokens, int32_t n) {
+    braid_token *trimmed = NULL;
+    int32_t lcp = 0;
+    braid_status s = bd_gen_prompt_prepare(g, tokens, n, &tokens, &n, &trimmed, &lcp);
+    if (!g) return s;
+    braid_context *c = g->ctx;
+    braid_gen_stats *st = &g->st;
     const int32_t nb = (int32_t)c->p.n_batch;
     for (int32_t i = lcp; s == BRAID_OK && i < n; i += nb) {
         if (g->p.abort_cb && i > lcp && g->p.abort_cb(g->p.abort_user)) {
@@ -397,8 +413,7 @@ static braid_status text_append(braid_gen *g, const char *p, size_t n) {
     return BRAID_OK;
 }
 
-/* Hands text [n_released, upto) to the callback; returns its verdict (nonzero: stop). */
-static int release(braid_gen *g, braid_token t, size_t upto) {
+int bd_gen_release(braid_gen *g, braid_token t, size_t upto) {
     size_t from = g->n_released;
     g->n_released = upto;
     if (!g->p.on_piece) return 0;
@@ -407,7 +422,7 @@ static int release(braid_gen *g, braid_token t, size_t upto) {
 
 /* Emits token t: appends it to the output and its text to the stream. *stop gets "stop" when a stop string
  * completed (the text is cut before it), "cancelled" when the callback said so, else stays. */
-static braid_status emit(braid_gen *g, braid_token t, const char **stop) {
+braid_status bd_gen_emit(braid_gen *g, braid_token t, const char **stop) {
     braid_model *m = (braid_model *)g->ctx->model;
     BD_TRY(bd_gen_mirror_push(&g->out, &g->n_out, &g->cap_out, &t, 1));
     braid_sampler_accept(g->smp, t);
@@ -437,7 +452,7 @@ static braid_status emit(braid_gen *g, braid_token t, const char **stop) {
     if (cut != SIZE_MAX) {
         g->n_text = cut;
         g->text[cut] = 0;
-        if (release(g, t, cut)) *stop = "cancelled";
+        if (bd_gen_release(g, t, cut)) *stop = "cancelled";
         else *stop = "stop";
         return BRAID_OK;
     }
@@ -453,7 +468,7 @@ static braid_status emit(braid_gen *g, braid_token t, const char **stop) {
     }
     size_t upto = g->n_released + utf8_complete_prefix((const unsigned char *)g->text + g->n_released, avail);
     if (upto > g->n_text - hold) upto = g->n_text - hold;
-    if (release(g, t, upto)) *stop = "cancelled";
+    if (bd_gen_release(g, t, upto)) *stop = "cancelled";
     return BRAID_OK;
 }
 
@@ -461,7 +476,7 @@ static braid_status emit(braid_gen *g, braid_token t, const char **stop) {
 
 /* Makes room for k more inputs: context shift when on, else *stop = "context". */
 static braid_status make_room(braid_gen *g, int32_t k, const char **stop) {
-    while (room(g) < k) {
+    while (bd_gen_room(g) < k) {
         if (!g->p.ctx_shift) {
             *stop = "context";
             return BRAID_OK;
@@ -516,7 +531,10 @@ static braid_status verify(braid_gen *g, int32_t base, int32_t k, braid_token *n
                 return truncate_target(g, base + 1 + i, &g->st.spec_replayed);
             }
             g->st.accepted++;
-            BD_TRY(emit(g, x, stop));
+            g->cur_logits = lg;
+            braid_status es = bd_gen_emit(g, x, stop);
+            g->cur_logits = NULL;
+            BD_TRY(es);
             if (!*stop && g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) *stop = "length";
             if (*stop) return truncate_target(g, base + 2 + i, &g->st.spec_replayed);
             continue;
@@ -564,13 +582,15 @@ braid_status braid_gen_run(braid_gen *g) {
             }
             s = braid_sampler_sample(g->smp, lg, g->n_vocab, &next);
             if (s != BRAID_OK) break;
+            g->cur_logits = lg;
         }
         have_next = 0;
         if (braid_token_is_eog(m, next)) {
             stop = "eog";
             break;
         }
-        s = emit(g, next, &stop);
+        s = bd_gen_emit(g, next, &stop);
+        g->cur_logits = NULL;
         if (s != BRAID_OK || stop) break;
         if (g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) {
             stop = "length"; /* the last token needs no decode */
@@ -581,14 +601,14 @@ braid_status braid_gen_run(braid_gen *g) {
         if (spec_on(g)) {
             int32_t max = g->p.draft_n;
             if (g->p.n_predict >= 0 && g->p.n_predict - g->n_out < max) max = g->p.n_predict - g->n_out;
-            int32_t r = room(g) - 1;
+            int32_t r = bd_gen_room(g) - 1;
             if (r < max) max = r > 0 ? r : 0;
             if (max > 0) s = bd_spec_draft(g, next, max, &k);
             if (s != BRAID_OK) break;
         }
         s = make_room(g, 1 + k, &stop);
         if (s != BRAID_OK || stop) break;
-        if (room(g) < 1 + k) k = room(g) - 1; /* a shift may leave less than the drafts asked */
+        if (bd_gen_room(g) < 1 + k) k = bd_gen_room(g) - 1; /* a shift may leave less than the drafts asked */
         const int32_t base = g->n_tok;
         braid_token batch[1 + 64];
         braid_token *bt = batch;
@@ -612,10 +632,11 @@ braid_status braid_gen_run(braid_gen *g) {
             g->logit_row = 0;
         }
     }
+    g->cur_logits = NULL;
     if (stop) st->stop = stop;
     /* The rest of the text (an unfinished character or a stop string's beginning that never completed). */
     if (g->n_released < g->n_text || g->p.on_piece) {
-        if (release(g, -1, g->n_text) && s == BRAID_OK) st->stop = "cancelled";
+        if (bd_gen_release(g, -1, g->n_text) && s == BRAID_OK) st->stop = "cancelled";
     }
     st->n_generated = g->n_out;
     if (s == BRAID_OK) {

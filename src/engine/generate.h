@@ -39,7 +39,15 @@ struct braid_gen {
     uint8_t *flags;      /* [n_rows_max] logits flags */
     braid_seq_id *seqv;  /* [n_rows_max] all p.seq */
     int32_t n_rows_max;  /* max(both n_batch, draft_n + 1) */
+    /* continuous batching (gen_batch.c): where the generator is between braid_gen_begin and its stop */
+    int phase;              /* BD_GEN_IDLE, _PROMPT (chunks left to decode), _GEN (sampling), _DONE */
+    braid_token *ptok;      /* [n_ptok] the begun prompt (what is left of it starts at i_ptok) */
+    int32_t n_ptok, i_ptok, cap_ptok, lcp_ptok;
+    double t_gen0;          /* when generation started (ms) */
+    const float *cur_logits; /* inside on_piece: the logits the token was drawn from; else NULL */
 };
+
+enum { BD_GEN_IDLE = 0, BD_GEN_PROMPT, BD_GEN_GEN, BD_GEN_DONE };
 
 double bd_gen_now_ms(void);
 /* Appends tokens to a mirror, growing it. */
@@ -52,6 +60,21 @@ BRAID_NODISCARD braid_status bd_gen_decode(braid_gen *g, braid_context *c, const
 /* Makes the draft context's sequence hold the target's tokens plus `next` (longest common prefix kept) and
  * proposes up to max tokens after it: by the draft model, or by n-gram lookup in the target's history. Writes
  * them to g->draft (and, when sampling, the draft's distributions to g->q); *n_draft gets the count. */
+/* The steps braid_gen_prompt / braid_gen_run are made of, shared with gen_batch.c. */
+BRAID_NODISCARD braid_status bd_gen_mirror_refresh(braid_context *c, braid_seq_id s, braid_token **v, int32_t *n,
+                                                   int32_t *cap);
+/* Cells a decode can still take (every sequence shares them), or INT32_MAX without attention layers. */
+int32_t bd_gen_room(const braid_gen *g);
+/* Validates a prompt, resets the prompt stats, keeps the longest common prefix (truncating the sequence to
+ * *lcp), feeds the penalties and checks the room. *use / *n_use get the prompt to decode (*trimmed, to free,
+ * when context shift shortened it). */
+BRAID_NODISCARD braid_status bd_gen_prompt_prepare(braid_gen *g, const braid_token *tokens, int32_t n,
+                                                   const braid_token **use, int32_t *n_use, braid_token **trimmed,
+                                                   int32_t *lcp);
+/* Emits token t (output, text, stop strings, the callback); *stop gets "stop" or "cancelled" when it ends. */
+BRAID_NODISCARD braid_status bd_gen_emit(braid_gen *g, braid_token t, const char **stop);
+/* Hands the text [released, upto) to the callback; nonzero: the callback asked to stop. */
+int bd_gen_release(braid_gen *g, braid_token t, size_t upto);
 BRAID_NODISCARD braid_status bd_spec_draft(braid_gen *g, braid_token next, int32_t max, int32_t *n_draft);
 
 #endif

@@ -1,0 +1,193 @@
+/* gen_batch.c — continuous batching: several braid_gen generators over one context advance together, one
+ * braid_decode per step (braid_gen_begin / braid_gen_step in braid.h; the server's slots run on it).
+ *
+ * A step first lets every generating generator sample from the logits of its row of the previous step and
+ * emit the token (the same sample -> end of generation? -> emit -> stop string? order as braid_gen_run), then
+ * builds one batch: the sampled tokens first (one row each), then chunks of the prompts still being decoded,
+ * sharing what is left of n_batch in the order the generators are given (the first keeps its whole chunk, so
+ * a long prompt advances while the other streams keep one token per step). Each generator's logits are the
+ * rows of that batch, so a generator's result does not depend on what shares the step as long as the kernels
+ * compute each output row on its own (braid's do: design.md §5).
+ *
+ * Whole or nothing: a decode that fails changes no sequence; the generators that had a row in it stop with
+ * stop reason "error" (the step returns the status), the others are untouched. Speculative generators and
+ * context shift are braid_gen_run's; begin refuses a generator with a draft or lookup. */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "engine/context.h"
+#include "engine/generate.h"
+#include "engine/sampling.h"
+
+braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n) {
+    if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_begin: NULL generator");
+    if (g->p.draft || g->p.lookup_n > 0)
+        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin: speculative generators run with braid_gen_run");
+    if (g->p.ctx_shift || g->p.self_extend_n > 1)
+        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin: context shift and Self-Extend need braid_gen_run");
+    g->phase = BD_GEN_IDLE;
+    const braid_token *use = NULL;
+    braid_token *trimmed = NULL;
+    int32_t n_use = 0, lcp = 0;
+    braid_status s = bd_gen_prompt_prepare(g, tokens, n, &use, &n_use, &trimmed, &lcp);
+    if (s == BRAID_OK && n_use > g->cap_ptok) {
+        braid_token *t = bd_realloc(g->ptok, (size_t)n_use * sizeof *t);
+        if (!t) s = bd_error(BRAID_E_NOMEM, "braid_gen_begin: out of memory for %d tokens", n_use);
+        else g->ptok = t, g->cap_ptok = n_use;
+    }
+    if (s == BRAID_OK) {
+        memcpy(g->ptok, use, (size_t)n_use * sizeof *use);
+        g->n_ptok = n_use;
+        g->i_ptok = g->lcp_ptok = lcp;
+        g->phase = BD_GEN_PROMPT;
+        g->logit_row = -1;
+        /* the run's output starts now, as braid_gen_run's does */
+        g->n_out = 0;
+        g->n_text = g->n_released = 0;
+        if (g->text) g->text[0] = 0;
+        g->st.n_generated = g->st.n_decodes = 0;
+        g->st.drafted = g->st.accepted = g->st.spec_replayed = g->st.draft_replayed = 0;
+        g->st.gen_ms = g->st.ttft_ms = 0;
+        g->st.stop = "";
+    }
+    bd_free(trimmed);
+    return s;
+}
+
+int braid_gen_active(const braid_gen *g) { return g && (g->phase == BD_GEN_PROMPT || g->phase == BD_GEN_GEN); }
+
+/* Ends g's run with stop reason why: the held-back text goes out, a checkpoint closes the reply. */
+static braid_status finish(braid_gen *g, const char *why) {
+    g->phase = BD_GEN_DONE;
+    g->st.stop = why;
+    g->st.n_generated = g->n_out;
+    if (g->t_gen0 > 0) g->st.gen_ms = bd_gen_now_ms() - g->t_gen0;
+    if ((g->n_released < g->n_text || g->p.on_piece) && bd_gen_release(g, -1, g->n_text) && strcmp(why, "error"))
+        g->st.stop = "cancelled";
+    if (!strcmp(why, "error")) return BRAID_OK;
+    braid_status cs = braid_seq_checkpoint(g->ctx, g->p.seq);
+    return cs == BRAID_E_FULL ? BRAID_OK : cs; /* a full checkpoint budget only costs replay later */
+}
+
+/* The token generator g emits this step, or -1 when it stopped instead (finish called). */
+static braid_status sample_step(braid_gen *g, braid_token *out) {
+    braid_model *m = (braid_model *)g->ctx->model;
+    *out = -1;
+    if (g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) return finish(g, "length");
+    if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user)) return finish(g, "cancelled");
+    const float *lg = braid_logits(g->ctx, g->logit_row);
+    if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_step: internal: no logits for row %d", g->logit_row);
+    braid_token t;
+    BD_TRY(braid_sampler_sample(g->smp, lg, g->n_vocab, &t));
+    if (braid_token_is_eog(m, t)) return finish(g, "eog");
+    const char *stop = NULL;
+    g->cur_logits = lg;
+    braid_status s = bd_gen_emit(g, t, &stop);
+    g->cur_logits = NULL;
+    BD_TRY(s);
+    if (stop) return finish(g, stop);
+    if (g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) return finish(g, "length"); /* needs no decode */
+    *out = t;
+    return BRAID_OK;
+}
+
+braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
+    if (n < 0 || (n > 0 && !gens)) return bd_error(BRAID_E_INVALID, "braid_gen_step: bad generator list");
+    braid_context *c = NULL;
+    for (int32_t i = 0; i < n; i++) {
+        if (!gens[i]) return bd_error(BRAID_E_INVALID, "braid_gen_step: generator %d is NULL", i);
+        if (!c) c = gens[i]->ctx;
+        if (gens[i]->ctx != c) return bd_error(BRAID_E_INVALID, "braid_gen_step: generators of different contexts");
+        for (int32_t j = 0; j < i; j++)
+            if (gens[j]->p.seq == gens[i]->p.seq && braid_gen_active(gens[j]) && braid_gen_active(gens[i]))
+                return bd_error(BRAID_E_INVALID, "braid_gen_step: generators %d and %d share sequence %d", j, i,
+                                gens[i]->p.seq);
+    }
+    if (!c) return BRAID_OK;
+    const int32_t nb = (int32_t)c->p.n_batch;
+    braid_token *tok = bd_mallocn((size_t)nb, sizeof *tok);
+    braid_seq_id *seq = bd_mallocn((size_t)nb, sizeof *seq);
+    uint8_t *flag = bd_mallocn((size_t)nb, 1);
+    int32_t *row0 = bd_mallocn((size_t)n, sizeof *row0), *nrow = bd_mallocn((size_t)n, sizeof *nrow);
+    braid_status s = BRAID_OK;
+    if (!tok || !seq || !flag || !row0 || !nrow) s = bd_error(BRAID_E_NOMEM, "braid_gen_step: out of memory");
+    int32_t rows = 0;
+    int32_t room = s == BRAID_OK ? bd_gen_room(gens[0]) : 0;
+    /* 1. the generating ones sample and emit; a token whose decode has no room ends the reply ("context") */
+    for (int32_t i = 0; s == BRAID_OK && i < n; i++) {
+        braid_gen *g = gens[i];
+        nrow[i] = 0;
+        if (g->phase != BD_GEN_GEN) continue;
+        braid_token t;
+        s = sample_step(g, &t);
+        if (s != BRAID_OK && braid_gen_active(g)) (void)finish(g, "error");
+        if (s != BRAID_OK || t < 0) continue;
+        if (rows >= nb || rows >= room) {
+            s = finish(g, "context");
+            continue;
+        }
+        row0[i] = rows;
+        nrow[i] = 1;
+        tok[rows] = t, seq[rows] = g->p.seq, flag[rows] = 1;
+        rows++;
+    }
+    /* 2. prompt chunks in the order given, within what is left of n_batch and of the cells */
+    for (int32_t i = 0; s == BRAID_OK && i < n; i++) {
+        braid_gen *g = gens[i];
+        if (g->phase != BD_GEN_PROMPT) continue;
+        if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user)) {
+            s = finish(g, "cancelled");
+            continue;
+        }
+        int32_t left = (nb < room ? nb : room) - rows;
+        if (left <= 0) continue;
+        int32_t k = g->n_ptok - g->i_ptok < left ? g->n_ptok - g->i_ptok : left;
+        row0[i] = rows;
+        nrow[i] = k;
+        for (int32_t j = 0; j < k; j++)
+            tok[rows + j] = g->ptok[g->i_ptok + j], seq[rows + j] = g->p.seq, flag[rows + j] = 0;
+        if (g->i_ptok + k == g->n_ptok) flag[rows + k - 1] = 1;
+        rows += k;
+    }
+    if (s == BRAID_OK && rows > 0) {
+        braid_batch b = {.n_tokens = rows, .token = tok, .seq = seq, .logits = flag};
+        s = braid_decode(c, &b);
+        for (int32_t i = 0; i < n; i++) {
+            braid_gen *g = gens[i];
+            if (!nrow[i] || !braid_gen_active(g)) continue;
+            if (s != BRAID_OK) {
+                g->logit_row = -1;
+                (void)finish(g, "error");
+                continue;
+            }
+            braid_status ms = bd_gen_mirror_push(&g->tok, &g->n_tok, &g->cap_tok, tok + row0[i], nrow[i]);
+            if (ms != BRAID_OK) s = ms;
+            if (g->phase == BD_GEN_GEN) {
+                g->logit_row = row0[i];
+                g->st.n_decodes++;
+                g->st.gen_ms = bd_gen_now_ms() - g->t_gen0;
+                continue;
+            }
+            g->i_ptok += nrow[i];
+            g->st.decoded_tokens = (g->i_ptok - g->lcp_ptok) + g->st.replayed_tokens;
+            if (g->p.on_progress) g->p.on_progress(g->p.progress_user, g->i_ptok, g->n_ptok);
+            if (g->i_ptok == g->n_ptok) {
+                g->logit_row = row0[i] + nrow[i] - 1;
+                braid_status cs = braid_seq_checkpoint(c, g->p.seq);
+                if (cs != BRAID_OK && cs != BRAID_E_FULL && s == BRAID_OK) s = cs;
+                g->st.prompt_ms = bd_gen_now_ms() - g->t_prompt0;
+                g->t_gen0 = bd_gen_now_ms();
+                g->phase = BD_GEN_GEN;
+            }
+        }
+    }
+    bd_free(tok);
+    bd_free(seq);
+    bd_free(flag);
+    bd_free(row0);
+    bd_free(nrow);
+    return s;
+}
+
+const float *braid_gen_logits(const braid_gen *g) { return g ? g->cur_logits : NULL; }
