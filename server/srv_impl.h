@@ -1,0 +1,97 @@
+/* srv_impl.h — the server's inside, shared by its files (see server.h for the map): a request becomes a task
+ * of n jobs (one per choice); jobs wait in a bounded FIFO queue, the scheduler thread gives each a slot (one
+ * sequence of the context) and advances every slot's generator in one decode per step; the HTTP thread of the
+ * request reads what the job produced, under the server's one mutex.
+ *
+ * Ownership: a task is owned by its references — one held by the HTTP side until it has answered (or the
+ * client went away), one per job until the scheduler retired it; the last release frees it. */
+#ifndef BRAID_SERVER_SRV_IMPL_H
+#define BRAID_SERVER_SRV_IMPL_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "metrics.h"
+#include "request.h"
+#include "server.h"
+
+typedef struct srv_task srv_task;
+
+typedef struct srv_job {
+    srv_task *task;
+    int index;             /* the choice's index */
+    braid_gen *g;          /* scheduler thread only */
+    int slot;              /* -1 while queued */
+    uint64_t admitted;     /* admission order: earlier jobs' prompts go first in a step */
+    /* output, under srv.mu */
+    char *text;
+    size_t n_text, cap_text;
+    json_t *logprobs;      /* chat-shaped entries {token, logprob, bytes, top_logprobs}, or NULL */
+    int done;
+    const char *stop;      /* braid's stop reason once done ("eog", "length", "stop", "context", "cancelled", "error") */
+    char err[256];         /* stop "error": why */
+    braid_gen_stats st;
+    int32_t cached_tokens; /* what srv_reuse_prepare reported; once done, of those the ones not recomputed */
+    int32_t n_tokens;      /* tokens emitted */
+    double t_queued, t_started, t_first;
+    struct srv_job *next;  /* queue link */
+} srv_job;
+
+struct srv_task {
+    srv *s;
+    srv_request req;
+    braid_token *toks;     /* the prompt */
+    int32_t n_toks;
+    int32_t n_predict;     /* most tokens per choice: max_tokens capped by the slot's context */
+    int refs;              /* under srv.mu */
+    atomic_int cancelled;  /* set by the HTTP side (client gone, timeout) or srv_stop */
+    char id[48];
+    int64_t created;
+    int n_jobs;
+    srv_job *jobs;
+};
+
+typedef struct srv_slot {
+    int id;
+    srv_job *job;          /* NULL: idle */
+    braid_token *toks;     /* what the slot's sequence holds (scheduler thread) */
+    int32_t n_toks, cap_toks;
+    int64_t n_requests;
+} srv_slot;
+
+struct srv {
+    srv_config cfg;
+    braid_model *model;
+    braid_context *ctx;
+    int32_t n_vocab;
+    struct MHD_Daemon *daemon;
+    int port;
+    pthread_t sched;
+    int sched_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work; /* the scheduler waits here for jobs */
+    pthread_cond_t cv_out;  /* HTTP threads wait here for output */
+    int stopping;
+    srv_job *q_head, *q_tail;
+    int q_len;
+    srv_slot *slots;
+    uint64_t n_admitted;
+    srv_metrics m;
+    double t_start;
+    char *keys[SRV_MAX_KEYS];
+};
+
+double srv_now_ms(void);
+
+/* sched.c */
+int srv_sched_start(srv *s);
+void srv_sched_stop(srv *s);
+/* Queues every job of t (t->refs counts them). 0 if the queue has no room for them (nothing queued). */
+int srv_submit(srv *s, srv_task *t);
+/* Drops one reference (under srv.mu). */
+void srv_task_release_locked(srv_task *t);
+/* A new task for a validated request (moved in) and its prompt tokens (moved in); refs = 1 (the caller). */
+srv_task *srv_task_new(srv *s, srv_request *req, braid_token *toks, int32_t n_toks, int32_t n_predict);
+
+#endif
