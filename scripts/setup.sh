@@ -25,4 +25,5 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 scripts/fetch-oracle.sh
+scripts/fetch-openai-js.sh  # the OpenAI JS client the server test drives braid serve with
 scripts/build.sh build Release
