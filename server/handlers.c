@@ -142,7 +142,9 @@ static void build_events(stream *st) {
             continue;
         }
         if (chat && !st->role_sent[i]) {
-            emit(st, srv_chunk(t, i, "assistant", json_string(""), NULL, NULL, NULL));
+            json_t *empty = json_string("");
+            emit(st, srv_chunk(t, i, "assistant", empty, NULL, NULL, NULL));
+            json_decref(empty);
             st->role_sent[i] = 1;
         }
         size_t nlp = j->logprobs ? json_array_size(j->logprobs) : 0;

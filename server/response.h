@@ -26,7 +26,7 @@ json_t *srv_timings(const srv_task *t);
 json_t *srv_response_full(const srv_task *t);
 /* One streamed chunk: for choice idx, a delta (content text and/or role, tool_calls) and/or finish_reason;
  * logprobs entries if any. Chat: chat.completion.chunk; completion: text_completion. Any argument may be
- * NULL to leave it out. */
+ * NULL to leave it out; content, tool_calls and logprobs are borrowed (the caller keeps its reference). */
 json_t *srv_chunk(const srv_task *t, int idx, const char *role, json_t *content, json_t *tool_calls,
                   const char *finish, json_t *logprobs);
 
