@@ -419,6 +419,7 @@ const float *braid_gen_logits(const braid_gen *g);
  * step returns its status and the generators with rows in it stop with stop reason "error" (no sequence
  * changed). Not for speculative generators, context shift or Self-Extend (BRAID_E_UNSUPPORTED). */
 BRAID_NODISCARD braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n);
+/* One step of gens[0..n) (begun generators over distinct sequences of one context; see braid_gen_begin). */
 BRAID_NODISCARD braid_status braid_gen_step(braid_gen *const *gens, int32_t n);
 /* 1 from braid_gen_begin until the generator's reply ends. */
 int braid_gen_active(const braid_gen *g);
