@@ -404,6 +404,7 @@ BRAID_NODISCARD braid_status braid_gen_run(braid_gen *g);
 const braid_token *braid_gen_tokens(const braid_gen *g, int32_t *n);
 /* The text of the last run's tokens; *len its length. */
 const char *braid_gen_text(const braid_gen *g, size_t *len);
+/* What the last prompt and run (or begin and steps) did; valid until the next call on g. */
 const braid_gen_stats *braid_gen_get_stats(const braid_gen *g);
 /* Inside on_piece: the n_vocab logits the token was drawn from (for log-probabilities); NULL elsewhere, and
  * for a speculative token whose row is gone. */
