@@ -13,6 +13,58 @@
 #include "base/status.h"
 #include "memory/mem_impl.h"
 
+/* ---- the batch object: its arrays and views ---------------------------------------------------------- */
+
+void mem_batch_free_arrays(mem_batch *b) {
+    if (!b) return;
+    bd_free(b->token);
+    bd_free(b->embd);
+    bd_free(b->pos);
+    bd_free(b->seq);
+    bd_free(b->idx);
+    bd_free(b->batch_row);
+    bd_free(b->logits);
+    bd_free(b->kv_write);
+    bd_free(b->rs_snap);
+    bd_free(b->ub_row0);
+    bd_free(b->runs);
+    bd_free(b->ub_run0);
+    for (int32_t i = 0; b->bs && i < b->n_bs; i++) {
+        bd_free(b->bs[i].snap);
+        bd_free(b->bs[i].ck);
+    }
+    bd_free(b->bs);
+    bd_free(b->cells);
+    bd_free(b->victims);
+    bd_free(b);
+}
+
+braid_status mem_batch_ubatch(const mem *m, const mem_batch *b, int32_t u, mem_ubatch *out) {
+    if (u < 0 || u >= b->n_ub) return bd_error(BRAID_E_RANGE, "memory: ubatch %d of %d", u, b->n_ub);
+    if (m->kv && m->kv->maybe_stale && kv_count_stale(m->kv))
+        return bd_error(BRAID_E_INVALID, "memory: K rows of shifted cells are not re-rotated yet (mem_kv_rotate)");
+    int32_t r0 = b->ub_row0[u];
+    size_t np = m->p.n_pos_per_token;
+    out->n_rows = b->ub_row0[u + 1] - r0;
+    out->token = b->token + r0;
+    out->embd = b->embd + r0;
+    out->pos = b->pos + (size_t)r0 * np;
+    out->seq = b->seq + r0;
+    out->idx = b->idx + r0;
+    out->batch_row = b->batch_row + r0;
+    out->logits = b->logits + r0;
+    out->kv_write = b->kv_write + r0;
+    out->rs_snap = b->rs_snap + r0;
+    out->n_runs = b->ub_run0[u + 1] - b->ub_run0[u];
+    out->runs = b->runs + b->ub_run0[u];
+    return BRAID_OK;
+}
+
+int32_t mem_batch_n_ubatch(const mem_batch *b) { return b->n_ub; }
+int32_t mem_batch_n_rows(const mem_batch *b) { return b->n_rows; }
+
+/* ---- the transaction ------------------------------------------------------------------------------------- */
+
 /* Gives back every block the batch holds (abort, or a failed begin). */
 static void release_blocks(mem *m, mem_batch *b) {
     if (!m->rs) return;
@@ -186,7 +238,7 @@ braid_status mem_batch_begin(mem *m, const braid_batch *in, int32_t n_ubatch, me
         mem_bseq *q = &b->bs[i];
         int32_t ne = 0;
         for (int32_t r = 0; r < b->n_rows; r++) ne += b->seq[r] == q->s && b->embd[r];
-        st = hist_reserve(m, &m->hist[q->s], q->len0 + q->n_new, m->hist[q->s].n_erow + ne);
+        st = hist_reserve(&m->hist[q->s], q->len0 + q->n_new, m->hist[q->s].n_erow + ne);
     }
     if (st == BRAID_OK && m->rs) st = plan_rs(m, b);
     if (st != BRAID_OK) {
@@ -252,8 +304,8 @@ braid_status mem_replay_new(mem *m, int kind, int32_t source, int32_t target, in
     for (int32_t k = 0; k < n; k++) {
         int32_t i = from + k;
         b->token[k] = h->tok[i];
-        b->embd[k] = hist_embd(m, h, i);
-        memcpy(b->pos + (size_t)k * np, hist_pos(m, h, i), np * sizeof(braid_pos));
+        b->embd[k] = hist_embd(h, i);
+        memcpy(b->pos + (size_t)k * np, hist_pos(h, i), np * sizeof(braid_pos));
         b->seq[k] = source;
         b->idx[k] = i;
         b->batch_row[k] = -1;
@@ -289,7 +341,7 @@ static void commit_decode(mem *m, mem_batch *b) {
     for (int32_t r = 0; r < b->n_rows; r++) {
         const braid_pos *p = b->pos + (size_t)r * np;
         if (m->kv) kv_commit_cell(m->kv, b->seq[r], p);
-        hist_push(m, &m->hist[b->seq[r]], b->token[r], p, b->embd[r]);
+        hist_push(&m->hist[b->seq[r]], b->token[r], p, b->embd[r]);
     }
     rs_mem *rs = m->rs;
     if (!rs) return;
@@ -309,26 +361,12 @@ static void commit_decode(mem *m, mem_batch *b) {
         rs_ck_drop(rs, b->victims[v].seq, rs_ck_find(rs, b->victims[v].seq, b->victims[v].idx));
     for (int32_t i = 0; i < b->n_bs; i++) {
         mem_bseq *q = &b->bs[i];
-        rs_seq *sq = &rs->seq[q->s];
         for (int32_t k = 0; k < q->n_ck; k++) rs_ck_insert(rs, q->s, q->ck[k].idx, q->ck[k].blk);
         q->n_ck = 0;
-        rs_rb_drop_after(rs, q->s, -1);
-        if (q->rb_lo >= 0) {
-            /* New rollback buffer: states rb_lo .. len1 - 1; the one at len0 is the old live block. */
-            int32_t n = 0;
-            if (q->rb_lo == q->len0)
-                sq->rb[n++] = sq->live;
-            else
-                rs_put(rs, sq->live);
-            for (int32_t k = 0; k < q->n_snap; k++) sq->rb[n++] = q->snap[k];
-            sq->rb_lo = q->rb_lo;
-            sq->rb_n = n;
-            q->n_snap = 0;
-        } else {
-            rs_put(rs, sq->live);
-        }
-        sq->live = q->work;
+        /* New rollback buffer: states rb_lo .. len1 - 1; the one at len0 is the old live block. */
+        rs_advance(rs, q->s, q->work, q->rb_lo, q->rb_lo == q->len0, q->snap, q->n_snap);
         q->work = NULL;
+        q->n_snap = 0;
     }
 }
 
@@ -338,21 +376,20 @@ static void commit_replay(mem *m, mem_batch *b) {
     int32_t s = b->target, n = b->to;
     if (b->kind == MB_REPLAY_TRUNCATE) {
         if (m->kv) kv_truncate(m->kv, s, (uint32_t)n);
-        hist_truncate(m, &m->hist[s], n);
+        hist_truncate(&m->hist[s], n);
         rs_rb_drop_after(rs, s, n - 1);
         rs_ck_drop_after(rs, s, n);
-        rs_put(rs, rs->seq[s].live);
         /* Replayed from an exact state (at or before the first removal) means exact again. */
         if (m->approx[s] >= 0 && (b->from <= m->approx[s] || n <= m->approx[s])) m->approx[s] = -1;
     } else {
         int32_t src = b->source;
         if (m->kv) kv_copy(m->kv, src, s, (uint32_t)n);
-        hist_copy(m, &m->hist[s], &m->hist[src], n);
+        hist_copy(&m->hist[s], &m->hist[src], n);
         rs_clear(rs, s);
         rs_ck_copy_apply(rs, s, &b->ck_copy);
         m->approx[s] = m->approx[src] >= 0 && b->from > m->approx[src] ? m->approx[src] : -1;
     }
-    rs->seq[s].live = q->work;
+    rs_set_live(rs, s, q->work);
     q->work = NULL;
 }
 

@@ -1,5 +1,5 @@
 /* kv.c — the attention memory's cells (see kv.h). Every function here either only reads or cannot fail: the
- * hybrid layer checks capacity and arguments before it calls a mutating one. */
+ * memory (memory.c) checks capacity and arguments before it calls a mutating one. */
 #include "memory/kv.h"
 
 #include <string.h>
@@ -84,13 +84,19 @@ void kv_untake(kv_cache *kv, uint32_t n, const int32_t *cells) {
     for (uint32_t i = n; i-- > 0;) kv->free_stack[kv->n_free++] = cells[i];
 }
 
+/* s takes a hold on cell c (the one place that sets a sequence bit). */
+static void hold(kv_cache *kv, int32_t s, int32_t c) {
+    cell_seqs(kv, c)[s >> 6] |= (uint64_t)1 << (s & 63);
+    kv->n_ref[c]++;
+}
+
 void kv_commit_cell(kv_cache *kv, int32_t s, const braid_pos *pos) {
     int32_t c = kv_list(kv, s)[kv->len[s]++];
     memcpy(kv_pos(kv, c), pos, kv->n_pos * sizeof(braid_pos));
     memcpy(kv_pos_rot(kv, c), pos, kv->n_pos * sizeof(braid_pos));
     kv->order[c] = kv->next_order++;
-    cell_seqs(kv, c)[s >> 6] |= (uint64_t)1 << (s & 63);
-    kv->n_ref[c] = 1;
+    kv->n_ref[c] = 0;
+    hold(kv, s, c);
 }
 
 /* s lets go of cell c; the cell becomes free when nobody holds it. */
@@ -137,8 +143,8 @@ void kv_unshare(kv_cache *kv, int32_t s, uint32_t i0, uint32_t i1) {
         memcpy(kv_pos_rot(kv, d), kv_pos_rot(kv, c), kv->n_pos * sizeof(braid_pos));
         /* The copy keeps the stamp: it stands for the same input, so order along every list is unchanged. */
         kv->order[d] = kv->order[c];
-        cell_seqs(kv, d)[s >> 6] |= (uint64_t)1 << (s & 63);
-        kv->n_ref[d] = 1;
+        kv->n_ref[d] = 0;
+        hold(kv, s, d);
         release(kv, s, c);
         list[i] = d;
     }
@@ -151,10 +157,44 @@ void kv_copy(kv_cache *kv, int32_t src, int32_t dst, uint32_t n) {
     for (uint32_t i = 0; i < n; i++) {
         int32_t c = ls[i];
         ld[i] = c;
-        cell_seqs(kv, c)[dst >> 6] |= (uint64_t)1 << (dst & 63);
-        kv->n_ref[c]++;
+        hold(kv, dst, c);
     }
     kv->len[dst] = n;
+}
+
+void kv_set_pos(kv_cache *kv, int32_t s, uint32_t i0, uint32_t i1, const braid_pos *pos) {
+    const int32_t *list = kv_list(kv, s);
+    for (uint32_t i = i0; i < i1; i++)
+        memcpy(kv_pos(kv, list[i]), pos + (size_t)(i - i0) * kv->n_pos, kv->n_pos * sizeof(braid_pos));
+    if (i1 > i0) kv->maybe_stale = 1;
+}
+
+void kv_adopt_cells(kv_cache *kv, uint32_t n, const uint8_t *pos, const uint8_t *rows, int32_t *cells) {
+    const size_t pb = kv->n_pos * sizeof(braid_pos);
+    for (uint32_t c = 0; c < n; c++) {
+        int32_t d = kv->free_stack[--kv->n_free];
+        cells[c] = d;
+        memcpy(kv_pos(kv, d), pos + (size_t)c * 2 * pb, pb);
+        memcpy(kv_pos_rot(kv, d), pos + (size_t)c * 2 * pb + pb, pb);
+        kv->order[d] = kv->next_order++;
+        kv->n_ref[d] = 0;
+    }
+    if (n) kv->maybe_stale = 1; /* saved cells may carry positions their K rows are not rotated for yet */
+    for (uint32_t l = 0; l < kv->n_layers; l++) {
+        for (uint32_t c = 0; c < n; c++, rows += kv_k_row(kv, l))
+            memcpy(kv->k[l] + (size_t)cells[c] * kv_k_row(kv, l), rows, kv_k_row(kv, l));
+        for (uint32_t c = 0; c < n; c++, rows += kv_v_row(kv, l))
+            memcpy(kv->v[l] + (size_t)cells[c] * kv_v_row(kv, l), rows, kv_v_row(kv, l));
+    }
+}
+
+void kv_adopt_seq(kv_cache *kv, int32_t s, const int32_t *cells, uint32_t n) {
+    int32_t *list = kv_list(kv, s);
+    for (uint32_t i = 0; i < n; i++) {
+        list[i] = cells[i];
+        hold(kv, s, cells[i]);
+    }
+    kv->len[s] = n;
 }
 
 uint32_t kv_count_exclusive(const kv_cache *kv, int32_t s) {
@@ -171,6 +211,16 @@ uint32_t kv_count_stale(const kv_cache *kv) {
             n++;
     return n;
 }
+
+int32_t kv_next_stale(const kv_cache *kv, int32_t c) {
+    for (; (uint32_t)c < kv->n_cells; c++)
+        if (kv->order[c] && memcmp(kv_pos(kv, c), kv_pos_rot(kv, c), kv->n_pos * sizeof(braid_pos))) return c;
+    return -1;
+}
+
+void kv_mark_rotated(kv_cache *kv, int32_t c) { memcpy(kv_pos_rot(kv, c), kv_pos(kv, c), kv->n_pos * sizeof(braid_pos)); }
+
+void kv_all_rotated(kv_cache *kv) { kv->maybe_stale = 0; }
 
 braid_status kv_check(const kv_cache *kv) {
     /* No allocation here: debug builds run this after every operation, failure injection included. Each list

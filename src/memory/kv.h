@@ -7,7 +7,7 @@
  * and a query's visible cells are a prefix of that list. Free cells form a stack: any free cell can take any
  * input, so placement never fails while a free cell exists (no fragmentation, no defrag).
  *
- * These functions do not validate arguments or check capacity: the hybrid layer (hybrid.c) checks everything
+ * These functions do not validate arguments or check capacity: the memory (memory.c) checks everything
  * first and only then calls the ones that change state, which cannot fail. */
 #ifndef BRAID_MEMORY_KV_H
 #define BRAID_MEMORY_KV_H
@@ -69,10 +69,26 @@ uint32_t kv_count_shared(const kv_cache *kv, int32_t s, uint32_t i0, uint32_t i1
 void kv_unshare(kv_cache *kv, int32_t s, uint32_t i0, uint32_t i1);
 /* dst's list becomes src's first n entries (shared); dst's old cells are dropped first. */
 void kv_copy(kv_cache *kv, int32_t src, int32_t dst, uint32_t n);
+/* Sets the current positions of s's entries [i0, i1) from pos ([i1 - i0][n_pos]); the cells must be s's
+ * alone (kv_unshare first). Their K rows become stale until re-rotated. */
+void kv_set_pos(kv_cache *kv, int32_t s, uint32_t i0, uint32_t i1, const braid_pos *pos);
+/* State load and cache restore: kv_adopt_cells takes n free cells (n <= n_free) into cells[] and fills each
+ * from the saved form: pos holds, per cell, n_pos current positions then n_pos rotated-for positions (int32
+ * little-endian, as braid_pos on the supported hosts); rows holds, layer by layer, the n K rows then the n V
+ * rows. The cells get fresh order stamps in the given order and no holder yet. kv_adopt_seq then makes s
+ * (empty) hold cells[0 .. n) in that order. */
+void kv_adopt_cells(kv_cache *kv, uint32_t n, const uint8_t *pos, const uint8_t *rows, int32_t *cells);
+void kv_adopt_seq(kv_cache *kv, int32_t s, const int32_t *cells, uint32_t n);
 /* Number of cells that only s holds (they become free when s is cleared or replaced). */
 uint32_t kv_count_exclusive(const kv_cache *kv, int32_t s);
 /* Number of cells with pos != pos_rot. */
 uint32_t kv_count_stale(const kv_cache *kv);
+
+/* Re-rotation: the first stale cell (held, pos != pos_rot) at or after c, or -1; mark one cell's K rows as
+ * rotated for its current positions; and, after every stale cell was marked, clear the "maybe stale" flag. */
+int32_t kv_next_stale(const kv_cache *kv, int32_t c);
+void kv_mark_rotated(kv_cache *kv, int32_t c);
+void kv_all_rotated(kv_cache *kv);
 
 /* Verifies every invariant; BRAID_E_INVALID with the reason. */
 braid_status kv_check(const kv_cache *kv);

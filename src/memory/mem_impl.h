@@ -1,25 +1,17 @@
-/* mem_impl.h — the inside of a mem (memory.h) shared by its files: hybrid.c (life cycle, queries, sequence
- * operations), batch.c (the decode / replay transaction), ubatch.c (batch validation and splitting) and
- * state_io.c (the state format). Nothing outside src/memory includes it. */
+/* mem_impl.h — the inside of a mem (memory.h) shared by its files: memory.c (life cycle, queries, sequence
+ * operations), batch.c (the batch object and the decode / replay transaction), ubatch.c (batch validation and
+ * splitting) and state_io.c (the state format), over the leaves hist.c, kv.c and rs.c, which alone write their
+ * own structures. Nothing outside src/memory includes it. */
 #ifndef BRAID_MEMORY_MEM_IMPL_H
 #define BRAID_MEMORY_MEM_IMPL_H
 
 #include <assert.h>
 #include <stdio.h>
 
+#include "memory/hist.h"
 #include "memory/kv.h"
 #include "memory/memory.h"
 #include "memory/rs.h"
-
-/* One sequence's inputs, kept so that a truncation or copy can replay them and a state can be saved. */
-typedef struct mem_hist {
-    int32_t len, cap;
-    braid_token *tok; /* [cap] token id, -1 for an embedding input */
-    braid_pos *pos;   /* [cap][n_pos] */
-    int32_t *erow;    /* [cap] row of embd for an embedding input, -1 for a token */
-    float *embd;      /* [ecap][n_embd] embedding rows, in input order */
-    int32_t n_erow, ecap;
-} mem_hist;
 
 struct mem {
     mem_params p;        /* arrays point to the copies below */
@@ -90,22 +82,6 @@ struct mem_batch {
 
 /* ---- helpers shared by the files ---- */
 static inline int mem_seq_ok(const mem *m, int32_t s) { return s >= 0 && (uint32_t)s < m->p.n_seq_max; }
-static inline braid_pos *hist_pos(const mem *m, const mem_hist *h, int32_t i) {
-    return h->pos + (size_t)i * m->p.n_pos_per_token;
-}
-static inline const float *hist_embd(const mem *m, const mem_hist *h, int32_t i) {
-    return h->erow[i] >= 0 ? h->embd + (size_t)h->erow[i] * m->p.n_embd : NULL;
-}
-
-/* Grows h to hold `len` inputs of which `n_erow` embedding rows (capacity only). */
-braid_status hist_reserve(const mem *m, mem_hist *h, int32_t len, int32_t n_erow);
-void hist_truncate(const mem *m, mem_hist *h, int32_t n);
-void hist_remove(const mem *m, mem_hist *h, int32_t i0, int32_t i1);
-/* Appends one input (capacity reserved). */
-void hist_push(const mem *m, mem_hist *h, braid_token tok, const braid_pos *pos, const float *embd);
-/* Copies the first n inputs of src into dst (capacity reserved), replacing dst's content. */
-void hist_copy(const mem *m, mem_hist *dst, const mem_hist *src, int32_t n);
-
 /* Validates and splits a batch into rows in ubatch order (ubatch.c). Fills b's row arrays, ub_row0, runs
  * (without the kv/rs pointers) and bs (s, len0, n_new). */
 braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem_batch *b);

@@ -1,6 +1,6 @@
 /* memory.h — braid's memory for one context: the attention cells (kv), the recurrent states (rs) and the input
  * history of every sequence, under one transaction (design.md §2-§5). This is the interface the engine and the
- * forward passes use; kv.h, rs.h, ubatch.h and state_io.c are its parts.
+ * forward passes use; memory.c implements it over batch.c, ubatch.c, state_io.c and the leaves hist.c, kv.c, rs.c.
  *
  * Identity. An input of a sequence is named by its index (0, 1, 2, ...). Positions are only RoPE coordinates
  * (n_pos_per_token components: 1, or 4 for M-RoPE t, y, x, e) and may repeat (an image). Every operation takes

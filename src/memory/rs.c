@@ -151,6 +151,61 @@ void rs_rb_drop_after(rs_mem *rs, int32_t s, int32_t n) {
     if (q->rb_n == 0) q->rb_lo = 0;
 }
 
+void rs_set_live(rs_mem *rs, int32_t s, float *blk) {
+    rs_put(rs, rs->seq[s].live);
+    rs->seq[s].live = blk;
+}
+
+float *rs_rb_take(rs_mem *rs, int32_t s, int32_t idx) {
+    rs_seq *q = &rs->seq[s];
+    float *b = q->rb[idx - q->rb_lo];
+    q->rb[idx - q->rb_lo] = NULL;
+    return b;
+}
+
+void rs_advance(rs_mem *rs, int32_t s, float *work, int32_t rb_lo, int keep_live, float *const *snap, int32_t n_snap) {
+    rs_seq *q = &rs->seq[s];
+    rs_rb_drop_after(rs, s, -1);
+    if (rb_lo >= 0) {
+        int32_t n = 0;
+        if (keep_live)
+            q->rb[n++] = q->live;
+        else
+            rs_put(rs, q->live);
+        for (int32_t k = 0; k < n_snap; k++) q->rb[n++] = snap[k];
+        q->rb_lo = rb_lo;
+        q->rb_n = n;
+    } else {
+        rs_put(rs, q->live);
+    }
+    q->live = work;
+}
+
+void rs_ck_remove_range(rs_mem *rs, int32_t s, int32_t i0, int32_t i1) {
+    rs_seq *q = &rs->seq[s];
+    for (int32_t i = q->n_ck; i-- > 0;) {
+        if (q->ck[i].idx > i1)
+            q->ck[i].idx -= i1 - i0;
+        else if (q->ck[i].idx > i0)
+            rs_ck_drop(rs, s, i);
+    }
+}
+
+void rs_adopt_seq(rs_mem *rs, int32_t s, float *live, float **rb, int32_t rb_lo, int32_t rb_n, rs_ckpt *ck,
+                  int32_t n_ck, int32_t ck_cap) {
+    rs_seq *q = &rs->seq[s];
+    q->live = live;
+    bd_free(q->rb);
+    q->rb = rb;
+    q->rb_n = rb_n;
+    q->rb_lo = rb_n ? rb_lo : 0;
+    bd_free(q->ck);
+    q->ck = ck;
+    q->n_ck = n_ck;
+    q->ck_cap = ck_cap;
+    rs->n_ck_total += (uint64_t)n_ck;
+}
+
 void rs_clear(rs_mem *rs, int32_t s) {
     rs_seq *q = &rs->seq[s];
     rs_put(rs, q->live);

@@ -6,10 +6,10 @@
  * aligned and recycled through a small pool so a steady decode allocates nothing. A NULL block stands for the
  * zero state (index 0), which is always available.
  *
- * Per sequence (len = the sequence's length, kept by the hybrid layer):
+ * Per sequence (len = the sequence's length, kept by the memory, memory.c):
  *   live                state at index len (NULL: zero)
  *   rb[0 .. rb_n)       rollback buffer: states at indices rb_lo .. rb_lo + rb_n - 1 (< len), valid as long as the
- *                       inputs before them are unchanged (the hybrid layer drops what an operation invalidates)
+ *                       inputs before them are unchanged (the memory drops what an operation invalidates)
  *   ck[0 .. n_ck)       checkpoints, ascending index, each a block of its own
  * Checkpoints of all sequences share one byte budget; rs_ck_plan decides which survive (eviction keeps recent
  * checkpoints dense and old ones sparse). */
@@ -74,6 +74,22 @@ void rs_ck_drop_after(rs_mem *rs, int32_t s, int32_t n);
 
 /* Drops s's rollback states with index > n (all of them if n < rb_lo). */
 void rs_rb_drop_after(rs_mem *rs, int32_t s, int32_t n);
+/* s's live state becomes blk (NULL: zero state); the old block goes to the pool. */
+void rs_set_live(rs_mem *rs, int32_t s, float *blk);
+/* Takes the rollback state at idx (rb_lo <= idx < rb_lo + rb_n) out of the buffer: the caller owns it, the
+ * buffer keeps a NULL there (drop the entries after idx next). */
+float *rs_rb_take(rs_mem *rs, int32_t s, int32_t idx);
+/* A committed decode of s: work becomes the live state; the rollback buffer is replaced by the states at
+ * rb_lo, rb_lo + 1, ...: the old live state first when keep_live, then the n_snap snapshot blocks (rb_lo == -1:
+ * no buffer, the old live block goes to the pool). */
+void rs_advance(rs_mem *rs, int32_t s, float *work, int32_t rb_lo, int keep_live, float *const *snap, int32_t n_snap);
+/* Inputs [i0, i1) of s were removed: checkpoints in (i0, i1] go, later ones move down by i1 - i0 (they keep
+ * their lineage, see mem_seq_approx_from). */
+void rs_ck_remove_range(rs_mem *rs, int32_t s, int32_t i0, int32_t i1);
+/* State load into an empty s (rs_clear first): s owns live, rb (n_rollback + 1 entries, rb_n valid from
+ * rb_lo) and ck (n_ck valid of ck_cap, ascending idx) afterwards; the checkpoints count against the total. */
+void rs_adopt_seq(rs_mem *rs, int32_t s, float *live, float **rb, int32_t rb_lo, int32_t rb_n, rs_ckpt *ck,
+                  int32_t n_ck, int32_t ck_cap);
 /* Drops everything of s: live, rollback, checkpoints. */
 void rs_clear(rs_mem *rs, int32_t s);
 

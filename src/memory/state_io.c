@@ -599,8 +599,11 @@ braid_status mem_state_load(mem *m, int32_t s, uint64_t fingerprint, const void 
     uint8_t *keep = bd_mallocn((size_t)n_cand + 1, 1);
     rs_cand *victims = bd_mallocn((m->rs ? m->rs->n_ck_total : 0) + 1, sizeof *victims);
     int32_t *cellmap = bd_mallocn((size_t)nc + 1, sizeof(int32_t));
+    int32_t max_len = 0;
+    for (int32_t k = 0; k < n_sq; k++) max_len = sq[k].len > max_len ? sq[k].len : max_len;
+    int32_t *seqcells = bd_mallocn((size_t)max_len + 1, sizeof(int32_t));
     int32_t n_victims = 0;
-    if (st == BRAID_OK && !(nw && lens && cand && keep && victims && cellmap))
+    if (st == BRAID_OK && !(nw && lens && cand && keep && victims && cellmap && seqcells))
         st = bd_error(BRAID_E_NOMEM, "state: out of memory");
     if (st == BRAID_OK && m->rs) {
         for (uint32_t t = 0; t < m->p.n_seq_max; t++) lens[t] = s < 0 ? 0 : m->hist[t].len;
@@ -660,72 +663,26 @@ braid_status mem_state_load(mem *m, int32_t s, uint64_t fingerprint, const void 
     for (int32_t t = s < 0 ? 0 : s; t < (s < 0 ? (int32_t)m->p.n_seq_max : s + 1); t++) {
         if (m->kv) kv_truncate(m->kv, t, 0);
         if (m->rs) rs_clear(m->rs, t);
-        hist_truncate(m, &m->hist[t], 0);
+        hist_truncate(&m->hist[t], 0);
         m->approx[t] = -1;
     }
     for (int32_t v = 0; v < n_victims; v++) rs_ck_drop(m->rs, victims[v].seq, rs_ck_find(m->rs, victims[v].seq, victims[v].idx));
     if (m->kv) {
-        kv_cache *kv = m->kv;
-        for (int32_t c = 0; c < nc; c++) {
-            int32_t d = kv->free_stack[--kv->n_free];
-            cellmap[c] = d;
-            memcpy(kv_pos(kv, d), cells + (size_t)c * np * 8, np * 4);
-            memcpy(kv_pos_rot(kv, d), cells + (size_t)c * np * 8 + np * 4, np * 4);
-            kv->order[d] = kv->next_order++;
-        }
-        if (nc) kv->maybe_stale = 1; /* saved cells may carry positions their K rows are not rotated for yet */
-        const uint8_t *rows = cells + (size_t)nc * np * 8;
-        for (uint32_t l = 0; l < kv->n_layers; l++) {
-            for (int32_t c = 0; c < nc; c++, rows += kv_k_row(kv, l))
-                memcpy(kv->k[l] + (size_t)cellmap[c] * kv_k_row(kv, l), rows, kv_k_row(kv, l));
-            for (int32_t c = 0; c < nc; c++, rows += kv_v_row(kv, l))
-                memcpy(kv->v[l] + (size_t)cellmap[c] * kv_v_row(kv, l), rows, kv_v_row(kv, l));
-        }
+        kv_adopt_cells(m->kv, (uint32_t)nc, cells, cells + (size_t)nc * np * 8, cellmap);
         for (int32_t k = 0; k < n_sq; k++) {
-            int32_t t = sq[k].id, *list = kv_list(kv, t);
-            for (int32_t i = 0; i < sq[k].len; i++) {
-                int32_t d = cellmap[get_i32(sq[k].list + 4 * (size_t)i)];
-                list[i] = d;
-                kv->seqs[(size_t)d * kv->n_words + (t >> 6)] |= (uint64_t)1 << (t & 63);
-                kv->n_ref[d]++;
-            }
-            kv->len[t] = (uint32_t)sq[k].len;
+            for (int32_t i = 0; i < sq[k].len; i++) seqcells[i] = cellmap[get_i32(sq[k].list + 4 * (size_t)i)];
+            kv_adopt_seq(m->kv, sq[k].id, seqcells, (uint32_t)sq[k].len);
         }
     }
     for (int32_t k = 0; k < n_sq; k++) {
         const ld_seq *e = &sq[k];
         ld_new *a = &nw[k];
-        mem_hist *h = &m->hist[e->id];
-        bd_free(h->tok);
-        bd_free(h->pos);
-        bd_free(h->erow);
-        bd_free(h->embd);
-        h->tok = a->tok;
-        h->pos = a->pos;
-        h->erow = a->erow;
-        h->embd = a->embd;
-        h->cap = e->len ? e->len : 1;
-        h->ecap = e->n_erow;
-        h->len = e->len;
-        h->n_erow = e->n_erow;
-        memcpy(h->tok, e->tok, (size_t)e->len * 4);
-        memcpy(h->pos, e->pos, (size_t)e->len * np * 4);
-        memcpy(h->embd, e->embd, (size_t)e->n_erow * m->p.n_embd * 4);
-        for (int32_t i = 0, r = 0; i < e->len; i++) h->erow[i] = h->tok[i] < 0 ? r++ : -1;
+        memcpy(a->tok, e->tok, (size_t)e->len * 4);
+        memcpy(a->pos, e->pos, (size_t)e->len * np * 4);
+        memcpy(a->embd, e->embd, (size_t)e->n_erow * m->p.n_embd * 4);
+        hist_adopt(&m->hist[e->id], a->tok, a->pos, a->erow, a->embd, e->len, e->n_erow);
         m->approx[e->id] = e->approx;
-        if (m->rs) {
-            rs_seq *q = &m->rs->seq[e->id];
-            q->live = a->live;
-            bd_free(q->rb);
-            q->rb = a->rb;
-            q->rb_n = a->n_rb;
-            q->rb_lo = a->n_rb ? e->len - a->n_rb : 0;
-            bd_free(q->ck);
-            q->ck = a->ck;
-            q->n_ck = a->n_ck;
-            q->ck_cap = a->ck_cap;
-            m->rs->n_ck_total += (uint64_t)a->n_ck;
-        }
+        if (m->rs) rs_adopt_seq(m->rs, e->id, a->live, a->rb, e->len - a->n_rb, a->n_rb, a->ck, a->n_ck, a->ck_cap);
     }
     MEM_ASSERT_OK(m);
 done:
@@ -735,6 +692,7 @@ done:
     bd_free(keep);
     bd_free(victims);
     bd_free(cellmap);
+    bd_free(seqcells);
     bd_free(sq);
     return st;
 }

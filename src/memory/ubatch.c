@@ -1,4 +1,4 @@
-/* ubatch.c — validating a caller's batch and splitting it into ubatches.
+/* ubatch.c — validating a caller's batch and splitting it into ubatches (the batch object itself is batch.c's).
  *
  * A batch may mix sequences in any order; what matters is that each sequence's inputs stay in batch order
  * (that order is their identity: they become indices len, len+1, ...). Rows are cut into ubatches of at most
@@ -11,30 +11,6 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "memory/mem_impl.h"
-
-void mem_batch_free_arrays(mem_batch *b) {
-    if (!b) return;
-    bd_free(b->token);
-    bd_free(b->embd);
-    bd_free(b->pos);
-    bd_free(b->seq);
-    bd_free(b->idx);
-    bd_free(b->batch_row);
-    bd_free(b->logits);
-    bd_free(b->kv_write);
-    bd_free(b->rs_snap);
-    bd_free(b->ub_row0);
-    bd_free(b->runs);
-    bd_free(b->ub_run0);
-    for (int32_t i = 0; b->bs && i < b->n_bs; i++) {
-        bd_free(b->bs[i].snap);
-        bd_free(b->bs[i].ck);
-    }
-    bd_free(b->bs);
-    bd_free(b->cells);
-    bd_free(b->victims);
-    bd_free(b);
-}
 
 braid_status ub_alloc_rows(const mem *m, mem_batch *b, int32_t n, int32_t n_ub) {
     size_t np = m->p.n_pos_per_token, nr = (size_t)n;
@@ -71,7 +47,7 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
         last_row[s] = -1;
         bsi[s] = -1;
         const mem_hist *h = &m->hist[s];
-        last[s] = h->len ? hist_pos(m, h, h->len - 1)[0] : -1;
+        last[s] = h->len ? hist_pos(h, h->len - 1)[0] : -1;
     }
     /* Pass 1: validation. */
     for (int32_t r = 0; st == BRAID_OK && r < n; r++) {
@@ -101,7 +77,7 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
         }
         cnt[s]++;
         last_row[s] = r;
-        if (st == BRAID_OK && !in->pos && (int64_t)mem_seq_next_pos(m, s) + cnt[s] - 1 > MEM_POS_MAX)
+        if (st == BRAID_OK && !in->pos && (int64_t)hist_next_pos(&m->hist[s]) + cnt[s] - 1 > MEM_POS_MAX)
             st = bd_error(BRAID_E_RANGE, "memory: batch row %d: sequence %d's next position passes %d", r, s, MEM_POS_MAX);
         if (st == BRAID_OK && (int64_t)m->hist[s].len + cnt[s] > INT32_MAX / 2)
             st = bd_error(BRAID_E_RANGE, "memory: sequence %d would exceed %d inputs", s, INT32_MAX / 2);
@@ -118,7 +94,7 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
          * storage of last[], no longer needed) its next default position. */
         braid_pos *nextp = last;
         for (uint32_t s = 0; s < nseq; s++) {
-            nextp[s] = mem_seq_next_pos(m, (int32_t)s);
+            nextp[s] = hist_next_pos(&m->hist[s]);
             cnt[s] = 0;
         }
         int32_t out = 0, run = 0;
@@ -171,27 +147,3 @@ braid_status ub_split(const mem *m, const braid_batch *in, int32_t n_ubatch, mem
     bd_free(seen);
     return st;
 }
-
-braid_status mem_batch_ubatch(const mem *m, const mem_batch *b, int32_t u, mem_ubatch *out) {
-    if (u < 0 || u >= b->n_ub) return bd_error(BRAID_E_RANGE, "memory: ubatch %d of %d", u, b->n_ub);
-    if (m->kv && m->kv->maybe_stale && kv_count_stale(m->kv))
-        return bd_error(BRAID_E_INVALID, "memory: K rows of shifted cells are not re-rotated yet (mem_kv_rotate)");
-    int32_t r0 = b->ub_row0[u];
-    size_t np = m->p.n_pos_per_token;
-    out->n_rows = b->ub_row0[u + 1] - r0;
-    out->token = b->token + r0;
-    out->embd = b->embd + r0;
-    out->pos = b->pos + (size_t)r0 * np;
-    out->seq = b->seq + r0;
-    out->idx = b->idx + r0;
-    out->batch_row = b->batch_row + r0;
-    out->logits = b->logits + r0;
-    out->kv_write = b->kv_write + r0;
-    out->rs_snap = b->rs_snap + r0;
-    out->n_runs = b->ub_run0[u + 1] - b->ub_run0[u];
-    out->runs = b->runs + b->ub_run0[u];
-    return BRAID_OK;
-}
-
-int32_t mem_batch_n_ubatch(const mem_batch *b) { return b->n_ub; }
-int32_t mem_batch_n_rows(const mem_batch *b) { return b->n_rows; }

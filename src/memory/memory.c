@@ -1,108 +1,15 @@
-/* hybrid.c — the memory as one object: the attention half (kv.c), the recurrent half (rs.c) and each
- * sequence's input history, under one rule: every operation checks both halves (ids, ranges, free cells,
- * allocations) before it changes either, so it is applied whole or not at all (design.md §3). The decode and
- * replay transactions are in batch.c, batch validation in ubatch.c, the state format in state_io.c. */
+/* memory.c — the memory as one object (memory.h): the attention half (kv.c), the recurrent half (rs.c) and each
+ * sequence's input history (hist.c), under one rule: every operation checks both halves (ids, ranges, free
+ * cells, allocations) before it changes either, so it is applied whole or not at all (design.md §3). The decode
+ * and replay transactions are in batch.c, batch splitting in ubatch.c, the state format in state_io.c. Files
+ * call downward only: memory.c -> batch.c -> ubatch.c -> {hist.c, kv.c, rs.c}; each of those three is the only
+ * writer of its own fields. */
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "memory/mem_impl.h"
-
-/* ---- history ------------------------------------------------------------------------------------------- */
-
-braid_status hist_reserve(const mem *m, mem_hist *h, int32_t len, int32_t n_erow) {
-    uint32_t np = m->p.n_pos_per_token;
-    if (len > h->cap) {
-        int32_t cap = h->cap ? h->cap : 16;
-        while (cap < len) cap = cap > INT32_MAX / 2 ? len : cap * 2;
-        braid_token *tok = bd_realloc(h->tok, (size_t)cap * sizeof *tok);
-        if (!tok) return bd_error(BRAID_E_NOMEM, "memory: out of memory for the input history");
-        h->tok = tok;
-        braid_pos *pos = bd_realloc(h->pos, (size_t)cap * np * sizeof *pos);
-        if (!pos) return bd_error(BRAID_E_NOMEM, "memory: out of memory for the input history");
-        h->pos = pos;
-        int32_t *erow = bd_realloc(h->erow, (size_t)cap * sizeof *erow);
-        if (!erow) return bd_error(BRAID_E_NOMEM, "memory: out of memory for the input history");
-        h->erow = erow;
-        h->cap = cap;
-    }
-    if (n_erow > h->ecap) {
-        int32_t cap = h->ecap ? h->ecap : 4;
-        while (cap < n_erow) cap = cap > INT32_MAX / 2 ? n_erow : cap * 2;
-        float *e = bd_realloc(h->embd, (size_t)cap * m->p.n_embd * sizeof *e);
-        if (!e) return bd_error(BRAID_E_NOMEM, "memory: out of memory for embedding rows in the history");
-        h->embd = e;
-        h->ecap = cap;
-    }
-    return BRAID_OK;
-}
-
-void hist_truncate(const mem *m, mem_hist *h, int32_t n) {
-    (void)m;
-    if (n >= h->len) return;
-    int32_t ne = 0;
-    for (int32_t i = n; i-- > 0;)
-        if (h->erow[i] >= 0) {
-            ne = h->erow[i] + 1;
-            break;
-        }
-    h->len = n;
-    h->n_erow = ne;
-}
-
-void hist_remove(const mem *m, mem_hist *h, int32_t i0, int32_t i1) {
-    uint32_t np = m->p.n_pos_per_token;
-    int32_t e0 = -1, ne = 0; /* first embedding row in the range and how many */
-    for (int32_t i = i0; i < i1; i++)
-        if (h->erow[i] >= 0) {
-            if (e0 < 0) e0 = h->erow[i];
-            ne++;
-        }
-    if (ne) {
-        memmove(h->embd + (size_t)e0 * m->p.n_embd, h->embd + (size_t)(e0 + ne) * m->p.n_embd,
-                (size_t)(h->n_erow - e0 - ne) * m->p.n_embd * sizeof(float));
-        h->n_erow -= ne;
-    }
-    int32_t d = i1 - i0;
-    memmove(h->tok + i0, h->tok + i1, (size_t)(h->len - i1) * sizeof *h->tok);
-    memmove(h->pos + (size_t)i0 * np, h->pos + (size_t)i1 * np, (size_t)(h->len - i1) * np * sizeof *h->pos);
-    memmove(h->erow + i0, h->erow + i1, (size_t)(h->len - i1) * sizeof *h->erow);
-    h->len -= d;
-    for (int32_t i = i0; i < h->len && ne; i++)
-        if (h->erow[i] >= 0) h->erow[i] -= ne;
-}
-
-void hist_push(const mem *m, mem_hist *h, braid_token tok, const braid_pos *pos, const float *embd) {
-    int32_t i = h->len++;
-    h->tok[i] = embd ? -1 : tok;
-    memcpy(hist_pos(m, h, i), pos, m->p.n_pos_per_token * sizeof *pos);
-    if (embd) {
-        memcpy(h->embd + (size_t)h->n_erow * m->p.n_embd, embd, m->p.n_embd * sizeof(float));
-        h->erow[i] = h->n_erow++;
-    } else {
-        h->erow[i] = -1;
-    }
-}
-
-void hist_copy(const mem *m, mem_hist *dst, const mem_hist *src, int32_t n) {
-    uint32_t np = m->p.n_pos_per_token;
-    int32_t ne = 0;
-    for (int32_t i = 0; i < n; i++) ne += src->erow[i] >= 0;
-    dst->len = n;
-    dst->n_erow = ne;
-    if (n == 0) return; /* the source may have no arrays yet */
-    memcpy(dst->tok, src->tok, (size_t)n * sizeof *dst->tok);
-    memcpy(dst->pos, src->pos, (size_t)n * np * sizeof *dst->pos);
-    memcpy(dst->erow, src->erow, (size_t)n * sizeof *dst->erow);
-    if (ne) memcpy(dst->embd, src->embd, (size_t)ne * m->p.n_embd * sizeof(float));
-}
-
-static int32_t hist_count_erows(const mem_hist *h, int32_t n) {
-    int32_t ne = 0;
-    for (int32_t i = 0; i < n; i++) ne += h->erow[i] >= 0;
-    return ne;
-}
 
 /* ---- life cycle ------------------------------------------------------------------------------------------ */
 
@@ -169,7 +76,10 @@ braid_status mem_new(const mem_params *p, mem **out) {
         m->p.n_conv = nr ? m->n_conv : NULL;
         m->p.n_ssm = nr ? m->n_ssm : NULL;
         if (!na) m->p.n_ctx = 0;
-        for (uint32_t s = 0; s < p->n_seq_max; s++) m->approx[s] = -1;
+        for (uint32_t s = 0; s < p->n_seq_max; s++) {
+            m->approx[s] = -1;
+            hist_init(&m->hist[s], p->n_pos_per_token, p->n_embd);
+        }
     }
     if (st == BRAID_OK && na)
         st = kv_new(p->n_ctx, p->n_pos_per_token, p->n_seq_max, p->kv_type, na, p->n_embd_k, p->n_embd_v, &m->kv);
@@ -189,12 +99,7 @@ void mem_free(mem *m) {
     if (m->pending) mem_batch_abort(m, m->pending);
     kv_free(m->kv);
     rs_free(m->rs);
-    for (uint32_t s = 0; m->hist && s < m->p.n_seq_max; s++) {
-        bd_free(m->hist[s].tok);
-        bd_free(m->hist[s].pos);
-        bd_free(m->hist[s].erow);
-        bd_free(m->hist[s].embd);
-    }
+    for (uint32_t s = 0; m->hist && s < m->p.n_seq_max; s++) hist_free(&m->hist[s]);
     bd_free(m->hist);
     bd_free(m->approx);
     bd_free(m->n_embd_k);
@@ -210,16 +115,7 @@ const mem_params *mem_get_params(const mem *m) { return &m->p; }
 
 int32_t mem_seq_len(const mem *m, int32_t s) { return mem_seq_ok(m, s) ? m->hist[s].len : -1; }
 
-braid_pos mem_seq_next_pos(const mem *m, int32_t s) {
-    if (!mem_seq_ok(m, s) || m->hist[s].len == 0) return 0;
-    const braid_pos *p = hist_pos(m, &m->hist[s], m->hist[s].len - 1);
-    braid_pos mx = p[0];
-    if (m->p.n_pos_per_token == 4) {
-        if (p[1] > mx) mx = p[1];
-        if (p[2] > mx) mx = p[2];
-    }
-    return mx + 1;
-}
+braid_pos mem_seq_next_pos(const mem *m, int32_t s) { return mem_seq_ok(m, s) ? hist_next_pos(&m->hist[s]) : 0; }
 
 braid_status mem_seq_input(const mem *m, int32_t s, int32_t i, braid_token *token, const braid_pos **pos,
                            const float **embd) {
@@ -227,8 +123,8 @@ braid_status mem_seq_input(const mem *m, int32_t s, int32_t i, braid_token *toke
     const mem_hist *h = &m->hist[s];
     if (i < 0 || i >= h->len) return bd_error(BRAID_E_RANGE, "memory: input %d of sequence %d (length %d)", i, s, h->len);
     if (token) *token = h->tok[i];
-    if (pos) *pos = hist_pos(m, h, i);
-    if (embd) *embd = hist_embd(m, h, i);
+    if (pos) *pos = hist_pos(h, i);
+    if (embd) *embd = hist_embd(h, i);
     return BRAID_OK;
 }
 
@@ -265,13 +161,11 @@ const braid_pos *mem_kv_cell_pos(const mem *m, int32_t cell) {
 braid_status mem_kv_rotate(mem *m, mem_rotate_fn rotate, void *user) {
     kv_cache *kv = m->kv;
     if (!kv || !kv->maybe_stale) return BRAID_OK; /* nothing was shifted since the last rotation */
-    size_t bytes = kv->n_pos * sizeof(braid_pos);
-    for (uint32_t c = 0; c < kv->n_cells; c++) {
-        if (!kv->order[c] || !memcmp(kv_pos(kv, (int32_t)c), kv_pos_rot(kv, (int32_t)c), bytes)) continue;
-        BD_TRY(rotate(user, m, (int32_t)c, kv_pos_rot(kv, (int32_t)c), kv_pos(kv, (int32_t)c)));
-        memcpy(kv_pos_rot(kv, (int32_t)c), kv_pos(kv, (int32_t)c), bytes);
+    for (int32_t c = kv_next_stale(kv, 0); c >= 0; c = kv_next_stale(kv, c + 1)) {
+        BD_TRY(rotate(user, m, c, kv_pos_rot(kv, c), kv_pos(kv, c)));
+        kv_mark_rotated(kv, c);
     }
-    kv->maybe_stale = 0;
+    kv_all_rotated(kv);
     return BRAID_OK;
 }
 
@@ -337,8 +231,7 @@ braid_status mem_seq_truncate(mem *m, int32_t s, int32_t n, mem_batch **replay) 
         float *live;
         if (q->rb_n > 0 && n >= q->rb_lo && n < q->rb_lo + q->rb_n) {
             /* The rollback buffer holds it: swap blocks, no copy. */
-            live = q->rb[n - q->rb_lo];
-            q->rb[n - q->rb_lo] = NULL;
+            live = rs_rb_take(rs, s, n);
         } else if (n == 0) {
             live = NULL;
         } else {
@@ -352,14 +245,13 @@ braid_status mem_seq_truncate(mem *m, int32_t s, int32_t n, mem_batch **replay) 
             if (!(live = rs_get(rs))) return BRAID_E_NOMEM;
             memcpy(live, q->ck[i].blk, rs->block_bytes);
         }
-        rs_put(rs, q->live);
-        q->live = live;
+        rs_set_live(rs, s, live);
         rs_rb_drop_after(rs, s, n - 1);
         rs_ck_drop_after(rs, s, n);
         if (m->approx[s] >= n) m->approx[s] = -1;
     }
     if (m->kv) kv_truncate(m->kv, s, (uint32_t)n);
-    hist_truncate(m, &m->hist[s], n);
+    hist_truncate(&m->hist[s], n);
     MEM_ASSERT_OK(m);
     return BRAID_OK;
 }
@@ -376,20 +268,10 @@ braid_status mem_seq_remove(mem *m, int32_t s, int32_t i0, int32_t i1) {
                         "cannot forget its last inputs: use truncate",
                         i0, i1, s, len);
     if (m->kv) kv_remove(m->kv, s, (uint32_t)i0, (uint32_t)i1);
-    hist_remove(m, &m->hist[s], i0, i1);
+    hist_remove(&m->hist[s], i0, i1);
     if (m->rs) {
-        rs_mem *rs = m->rs;
-        rs_seq *q = &rs->seq[s];
-        int32_t d = i1 - i0;
-        /* States up to i0 saw exactly the inputs that remain before them; later ones also saw the removed
-         * inputs: checkpoints after i1 keep their lineage under their new index, those in (i0, i1] go. */
-        rs_rb_drop_after(rs, s, -1); /* the rollback buffer ends at the live state: a gap would break it */
-        for (int32_t i = q->n_ck; i-- > 0;) {
-            if (q->ck[i].idx > i1)
-                q->ck[i].idx -= d;
-            else if (q->ck[i].idx > i0)
-                rs_ck_drop(rs, s, i);
-        }
+        rs_rb_drop_after(m->rs, s, -1); /* the rollback buffer ends at the live state: a gap would break it */
+        rs_ck_remove_range(m->rs, s, i0, i1);
         m->approx[s] = m->approx[s] >= 0 && m->approx[s] < i0 ? m->approx[s] : i0;
     }
     MEM_ASSERT_OK(m);
@@ -405,7 +287,7 @@ static braid_status edit_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_po
     if (k < 0) return bd_error(BRAID_E_RANGE, "memory: %s by %d", op, k);
     uint32_t np = m->p.n_pos_per_token, nc = np == 4 ? 3 : 1;
     for (int32_t i = i0; i < i1; i++) {
-        const braid_pos *p = hist_pos(m, h, i);
+        const braid_pos *p = hist_pos(h, i);
         for (uint32_t c = 0; c < nc; c++) {
             int64_t v = k ? (int64_t)p[c] / k : (int64_t)p[c] + d;
             if (v < 0 || v > MEM_POS_MAX)
@@ -417,18 +299,18 @@ static braid_status edit_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_po
      * it so. Inside the range the order is kept (a shift and a floor division are monotone), so only the two
      * edges can break it. */
     if (i0 < i1) {
-        const braid_pos t0 = hist_pos(m, h, i0)[0], t1 = hist_pos(m, h, i1 - 1)[0];
+        const braid_pos t0 = hist_pos(h, i0)[0], t1 = hist_pos(h, i1 - 1)[0];
         const int64_t n0 = k ? (int64_t)t0 / k : (int64_t)t0 + d, n1 = k ? (int64_t)t1 / k : (int64_t)t1 + d;
-        if (i0 > 0 && n0 < hist_pos(m, h, i0 - 1)[0])
+        if (i0 > 0 && n0 < hist_pos(h, i0 - 1)[0])
             return bd_error(BRAID_E_RANGE,
                             "memory: %s of sequence %d: input %d would get temporal position %lld, before input %d's "
                             "%d (positions never decrease within a sequence)",
-                            op, s, i0, (long long)n0, i0 - 1, hist_pos(m, h, i0 - 1)[0]);
-        if (i1 < h->len && n1 > hist_pos(m, h, i1)[0])
+                            op, s, i0, (long long)n0, i0 - 1, hist_pos(h, i0 - 1)[0]);
+        if (i1 < h->len && n1 > hist_pos(h, i1)[0])
             return bd_error(BRAID_E_RANGE,
                             "memory: %s of sequence %d: input %d would get temporal position %lld, after input %d's "
                             "%d (positions never decrease within a sequence)",
-                            op, s, i1 - 1, (long long)n1, i1, hist_pos(m, h, i1)[0]);
+                            op, s, i1 - 1, (long long)n1, i1, hist_pos(h, i1)[0]);
     }
     /* An edit that moves nothing (an empty range, a shift by 0, a division by 1) must not cost the rollback
      * buffer or mark the state inexact. */
@@ -439,14 +321,9 @@ static braid_status edit_pos(mem *m, int32_t s, int32_t i0, int32_t i1, braid_po
             return bd_error(BRAID_E_FULL, "memory: %s of sequence %d needs %u free cells to unshare cells (%u free)",
                             op, s, need, m->kv->n_free);
         kv_unshare(m->kv, s, (uint32_t)i0, (uint32_t)i1);
-        m->kv->maybe_stale = 1;
     }
-    const int32_t *list = m->kv ? kv_list(m->kv, s) : NULL;
-    for (int32_t i = i0; i < i1; i++) {
-        braid_pos *p = hist_pos(m, h, i);
-        for (uint32_t c = 0; c < nc; c++) p[c] = k ? p[c] / k : p[c] + d;
-        if (list) memcpy(kv_pos(m->kv, list[i]), p, np * sizeof *p);
-    }
+    hist_edit_pos(h, i0, i1, nc, d, k);
+    if (m->kv) kv_set_pos(m->kv, s, (uint32_t)i0, (uint32_t)i1, hist_pos(h, i0));
     if (m->rs) {
         rs_rb_drop_after(m->rs, s, -1);
         /* On a hybrid the later states came through attention at the old positions. */
@@ -484,7 +361,7 @@ braid_status mem_seq_copy(mem *m, int32_t src, int32_t dst, int32_t n, mem_batch
     const mem_hist *hs = &m->hist[src];
     if (n < 0 || n > hs->len)
         return bd_error(BRAID_E_RANGE, "memory: copy the first %d inputs of sequence %d (length %d)", n, src, hs->len);
-    BD_TRY(hist_reserve(m, &m->hist[dst], n, hist_count_erows(hs, n)));
+    BD_TRY(hist_reserve(&m->hist[dst], n, hist_count_erows(hs, n)));
     float *live = NULL;
     if (m->rs) {
         /* The copy takes src's checkpoints too (as far as the budget allows): otherwise truncating the copy
@@ -515,11 +392,11 @@ braid_status mem_seq_copy(mem *m, int32_t src, int32_t dst, int32_t n, mem_batch
         }
         rs_clear(m->rs, dst);
         rs_ck_copy_apply(m->rs, dst, &cc);
-        m->rs->seq[dst].live = live;
+        rs_set_live(m->rs, dst, live);
         m->approx[dst] = m->approx[src] >= 0 && m->approx[src] < n ? m->approx[src] : -1;
     }
     if (m->kv) kv_copy(m->kv, src, dst, (uint32_t)n);
-    hist_copy(m, &m->hist[dst], hs, n);
+    hist_copy(&m->hist[dst], hs, n);
     MEM_ASSERT_OK(m);
     return BRAID_OK;
 }
@@ -533,7 +410,7 @@ void mem_seq_clear(mem *m, int32_t s) {
     for (int32_t t = s < 0 ? 0 : s; t < (s < 0 ? (int32_t)m->p.n_seq_max : s + 1); t++) {
         if (m->kv) kv_truncate(m->kv, t, 0);
         if (m->rs) rs_clear(m->rs, t);
-        hist_truncate(m, &m->hist[t], 0);
+        hist_truncate(&m->hist[t], 0);
         m->approx[t] = -1;
     }
     MEM_ASSERT_OK(m);
@@ -578,24 +455,13 @@ braid_status mem_seq_checkpoint(mem *m, int32_t s) {
 braid_status mem_check(const mem *m) {
     for (uint32_t s = 0; s < m->p.n_seq_max; s++) {
         const mem_hist *h = &m->hist[s];
-        if (h->len < 0 || h->len > h->cap || (h->len && !h->tok))
-            return bd_error(BRAID_E_INVALID, "memory: seq %u: history length %d / capacity %d", s, h->len, h->cap);
-        int32_t ne = 0;
-        for (int32_t i = 0; i < h->len; i++) {
-            if ((h->tok[i] < 0) != (h->erow[i] >= 0) || (h->erow[i] >= 0 && h->erow[i] != ne))
-                return bd_error(BRAID_E_INVALID, "memory: seq %u input %d: token/embedding row mismatch", s, i);
-            ne += h->erow[i] >= 0;
-        }
-        if (ne != h->n_erow) return bd_error(BRAID_E_INVALID, "memory: seq %u: %d embedding rows, %d counted", s, h->n_erow, ne);
-        for (int32_t i = 1; i < h->len; i++)
-            if (hist_pos(m, h, i)[0] < hist_pos(m, h, i - 1)[0])
-                return bd_error(BRAID_E_INVALID, "memory: seq %u input %d: temporal position goes back", s, i);
+        BD_TRY(hist_check(h, s));
         if (m->kv) {
             if ((int32_t)m->kv->len[s] != h->len)
                 return bd_error(BRAID_E_INVALID, "memory: seq %u: %u cells for %d inputs", s, m->kv->len[s], h->len);
             const int32_t *list = kv_list(m->kv, (int32_t)s);
             for (int32_t i = 0; i < h->len; i++)
-                if (memcmp(kv_pos(m->kv, list[i]), hist_pos(m, h, i), m->p.n_pos_per_token * sizeof(braid_pos)))
+                if (memcmp(kv_pos(m->kv, list[i]), hist_pos(h, i), m->p.n_pos_per_token * sizeof(braid_pos)))
                     return bd_error(BRAID_E_INVALID, "memory: seq %u input %d: cell positions differ from history", s, i);
         }
         if (m->approx[s] >= h->len && h->len > 0)
