@@ -246,6 +246,91 @@ BRAID_NODISCARD braid_status braid_state_save_file(braid_context *ctx, const cha
 /* braid_state_load from a file. */
 BRAID_NODISCARD braid_status braid_state_load_file(braid_context *ctx, const char *path);
 
+/* ---- prompt cache (a library capability: the server and braid chat use it) --------------------------------
+ *
+ * A cache of prompts (and replies) already computed, shared by every sequence of one context: a radix tree
+ * over token ids finds the longest cached prefix of a new prompt, and the cached attention cells are shared by
+ * reference, so N conversations that start with one system prompt hold its cells once. Recurrent layers
+ * cannot be cut at any token, so the cache keeps checkpoints (recurrent state copies): at the end of every
+ * stored prompt and reply, at the message boundaries the caller marks, at branch points (where a prompt
+ * leaves a cached one) and every checkpoint_interval tokens of prefill; a reuse replays at most the tokens
+ * since the nearest one. An identical prompt replays nothing: the last token's logits are kept.
+ * One byte budget covers the cached cells (each counted once, however many entries share it), checkpoints
+ * and kept logits; the least recently used entries are evicted to stay within it.
+ *
+ * Entries live in sequences of the context set aside for the cache (params.first_seq .. + n_seq - 1): the
+ * caller creates the context with that many more sequences and uses the others. Their cells and checkpoints
+ * come from the context's n_ctx and checkpoint_budget_bytes, so give the context room for both (the cache
+ * evicts entries when a prompt needs cells, braid_prompt_cache_make_room). One thread drives it, with the
+ * context. */
+typedef struct braid_prompt_cache braid_prompt_cache;
+
+typedef struct braid_prompt_cache_params {
+    uint64_t budget_bytes; /* cells + checkpoints + logits held by the cache (default 256 MiB) */
+    braid_seq_id first_seq; /* the cache's sequences: first_seq .. first_seq + n_seq - 1 (default: none) */
+    int32_t n_seq;          /* the most entries at once, 1 .. BRAID_MAX_SEQ */
+} braid_prompt_cache_params;
+
+/* How a prompt was served (braid_prompt_cache_prepare). */
+typedef struct braid_cache_reuse {
+    int32_t cached_tokens;   /* prompt tokens the sequence holds now without decoding them */
+    int32_t replayed_tokens; /* tokens recomputed from a checkpoint to reach that prefix (not in cached) */
+    int32_t from_entry;      /* 1: copied from a cache entry; 0: the sequence's own content (or nothing) */
+    int logits_ready;        /* the whole prompt was cached with its last-token logits: no decode needed,
+                              * read them with braid_prompt_cache_logits */
+} braid_cache_reuse;
+
+typedef struct braid_prompt_cache_stats {
+    uint64_t lookups;          /* prepare calls */
+    uint64_t hits;             /* of those, with cached_tokens > 0 */
+    uint64_t prompt_tokens;    /* tokens of all prepared prompts */
+    uint64_t cached_tokens;    /* of those, served from cache or sequence */
+    uint64_t replayed_tokens;  /* recomputed from checkpoints */
+    uint64_t stores, evictions;
+    uint64_t bytes;            /* held now: cells (each once) + checkpoints + logits */
+    uint64_t cell_bytes, checkpoint_bytes, logits_bytes;
+    int32_t entries, checkpoints, cells;
+} braid_prompt_cache_stats;
+
+/* Block hashes of cached prefixes, a stable scheme for routers (GET /cache): a prefix is cut into blocks of
+ * BRAID_CACHE_BLOCK tokens; h(0) = 0 and h(k+1) = XXH3-64 with seed 0 of the 8 bytes of h(k) (little-endian)
+ * followed by the block's token ids (4 bytes each, little-endian). Only whole blocks get a hash. */
+#define BRAID_CACHE_BLOCK 64
+uint64_t braid_cache_block_hash(uint64_t prev, const braid_token *tokens, int32_t n);
+
+braid_prompt_cache_params braid_prompt_cache_default_params(void);
+/* A cache over ctx (not owned; must outlive the cache). Clears the cache's sequences. */
+BRAID_NODISCARD braid_status braid_prompt_cache_new(braid_context *ctx, const braid_prompt_cache_params *params,
+                                                    braid_prompt_cache **out);
+void braid_prompt_cache_free(braid_prompt_cache *pc); /* clears the cache's sequences */
+/* Makes seq (not one of the cache's) hold the longest prefix of tokens[0 .. n) it can get cheapest: its own
+ * content (truncated) or a cache entry's (cells shared, state from a checkpoint, replaying what lies between).
+ * The rest, tokens[cached_tokens .. n), is the caller's to decode; at least the last token unless logits_ready.
+ * A prompt that leaves the source before its end gets a checkpoint at the branch point. Evicts entries when
+ * the new tokens need cells. On failure seq may have been truncated (never to wrong content). */
+BRAID_NODISCARD braid_status braid_prompt_cache_prepare(braid_prompt_cache *pc, braid_seq_id seq,
+                                                        const braid_token *tokens, int32_t n,
+                                                        braid_cache_reuse *out);
+/* The kept logits (n_vocab floats) when the last prepare said logits_ready; valid until the next call on pc. */
+const float *braid_prompt_cache_logits(const braid_prompt_cache *pc);
+/* Stores what seq holds now (the token inputs before its first embedding input) as an entry: a checkpoint at
+ * its end, its cells shared, its checkpoints copied; logits (n_vocab floats of its last input, or NULL) kept
+ * for an identical prompt. Entries that are prefixes of it are merged into it. Then evicts the least recently
+ * used entries until the budget holds (possibly this one: BRAID_OK, nothing cached). */
+BRAID_NODISCARD braid_status braid_prompt_cache_store(braid_prompt_cache *pc, braid_seq_id seq, const float *logits);
+/* Evicts least recently used entries until the context has n_cells free cells or the cache is empty. */
+void braid_prompt_cache_make_room(braid_prompt_cache *pc, uint32_t n_cells);
+void braid_prompt_cache_clear(braid_prompt_cache *pc);
+void braid_prompt_cache_get_stats(const braid_prompt_cache *pc, braid_prompt_cache_stats *out);
+/* The distinct block hashes of every cached prefix (see BRAID_CACHE_BLOCK), allocated (*hashes, release with
+ * braid_free; NULL when *n == 0). */
+BRAID_NODISCARD braid_status braid_prompt_cache_block_hashes(const braid_prompt_cache *pc, uint64_t **hashes,
+                                                             size_t *n);
+/* Checkpoints at the given indices of s when a later decode of s reaches them (message boundaries of a
+ * prompt: idx[i] is the index of a message's first token), replacing s's earlier marks; n = 0 drops them. */
+BRAID_NODISCARD braid_status braid_seq_checkpoint_at(braid_context *ctx, braid_seq_id s, const int32_t *idx,
+                                                     int32_t n);
+
 /* ---- tokenizer --------------------------------------------------------------------------------------------- */
 
 /* Tokenizes len bytes of text into out (capacity cap); *n_out gets the count. If cap is too small,

@@ -51,4 +51,8 @@ BRAID_NODISCARD braid_status bd_ctx_rotate(braid_context *ctx);
 BRAID_NODISCARD braid_status bd_seq_truncate_counted(braid_context *ctx, braid_seq_id s, int32_t n,
                                                      int32_t *replayed);
 
+/* braid_seq_copy that also tells how many inputs were replayed to reach n. */
+BRAID_NODISCARD braid_status bd_seq_copy_counted(braid_context *ctx, braid_seq_id src, braid_seq_id dst, int32_t n,
+                                                 int32_t *replayed);
+
 #endif

@@ -75,12 +75,23 @@ braid_status braid_seq_div_pos(braid_context *ctx, braid_seq_id s, int32_t i0, i
     return mem_seq_div_pos(ctx->mem, s, i0, i1, k);
 }
 
-braid_status braid_seq_copy(braid_context *ctx, braid_seq_id src, braid_seq_id dst, int32_t n) {
+braid_status bd_seq_copy_counted(braid_context *ctx, braid_seq_id src, braid_seq_id dst, int32_t n,
+                                 int32_t *replayed) {
     if (!ctx) return bd_error(BRAID_E_INVALID, "braid_seq_copy: NULL context");
-    if (src == dst) return braid_seq_truncate(ctx, src, n);
+    if (src == dst) return bd_seq_truncate_counted(ctx, src, n, replayed);
     mem_batch *replay = NULL;
+    if (replayed) *replayed = 0;
     BD_TRY(mem_seq_copy(ctx->mem, src, dst, n, &replay));
+    if (replay && replayed) {
+        int32_t rs, from, to;
+        mem_batch_replay_info(replay, &rs, &from, &to);
+        *replayed = to - from;
+    }
     return run_replay(ctx, replay);
+}
+
+braid_status braid_seq_copy(braid_context *ctx, braid_seq_id src, braid_seq_id dst, int32_t n) {
+    return bd_seq_copy_counted(ctx, src, dst, n, NULL);
 }
 
 void braid_seq_clear(braid_context *ctx, braid_seq_id s) {
@@ -90,6 +101,11 @@ void braid_seq_clear(braid_context *ctx, braid_seq_id s) {
 braid_status braid_seq_checkpoint(braid_context *ctx, braid_seq_id s) {
     if (!ctx) return bd_error(BRAID_E_INVALID, "braid_seq_checkpoint: NULL context");
     return mem_seq_checkpoint(ctx->mem, s);
+}
+
+braid_status braid_seq_checkpoint_at(braid_context *ctx, braid_seq_id s, const int32_t *idx, int32_t n) {
+    if (!ctx) return bd_error(BRAID_E_INVALID, "braid_seq_checkpoint_at: NULL context");
+    return mem_seq_mark_checkpoints(ctx->mem, s, idx, n);
 }
 
 braid_pos braid_image_positions(const braid_model *model, braid_pos t0, int32_t nx, int32_t ny, braid_pos *out) {

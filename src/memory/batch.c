@@ -147,9 +147,9 @@ static braid_status plan_rs(mem *m, mem_batch *b) {
                 if (st != BRAID_OK) break;
             }
         }
-        /* Checkpoint candidates: multiples of the interval, and both edges of every embedding span. */
+        /* Checkpoint candidates: multiples of the interval, the marks, and both edges of every embedding span. */
         for (int32_t j = len0 > 0 ? len0 : 1; j <= len1; j++) {
-            int want = I > 0 && j > len0 && j % I == 0;
+            int want = j > len0 && ((I > 0 && j % I == 0) || rs_marked(rs, q->s, j));
             if (j < len1 && is_embd(m, b, q, ro, j) && !is_embd(m, b, q, ro, j - 1)) want = 1;
             if (j - 1 >= len0 && is_embd(m, b, q, ro, j - 1) && (j == len1 || !is_embd(m, b, q, ro, j))) want = 1;
             if (want && rs_ck_find(rs, q->s, j) < 0) {

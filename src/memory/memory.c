@@ -450,6 +450,12 @@ braid_status mem_seq_checkpoint(mem *m, int32_t s) {
     return st;
 }
 
+braid_status mem_seq_mark_checkpoints(mem *m, int32_t s, const int32_t *idx, int32_t n) {
+    BD_TRY(check_seq(m, s, "mark checkpoints"));
+    if (n < 0 || (n > 0 && !idx)) return bd_error(BRAID_E_INVALID, "memory: %d checkpoint marks", n);
+    return m->rs ? rs_mark_set(m->rs, s, idx, n) : BRAID_OK;
+}
+
 /* ---- invariants -------------------------------------------------------------------------------------------- */
 
 braid_status mem_check(const mem *m) {

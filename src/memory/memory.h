@@ -146,6 +146,12 @@ void mem_seq_clear(mem *m, int32_t s);
  * layers). BRAID_E_FULL if one checkpoint is larger than the whole budget. May evict older checkpoints. */
 braid_status mem_seq_checkpoint(mem *m, int32_t s);
 
+/* From now on a decode of s that reaches index idx[i] (0 < idx[i]) checkpoints the state there, within the
+ * budget like the interval checkpoints (message boundaries of a prompt, so that a later prompt diverging
+ * inside a message replays from its start at most). Replaces s's earlier marks; n = 0 drops them; they are
+ * dropped with s's content too (clear, load, being the target of a copy). */
+braid_status mem_seq_mark_checkpoints(mem *m, int32_t s, const int32_t *idx, int32_t n);
+
 /* ---- decode transaction ------------------------------------------------------------------------------------ */
 
 /* A run: the rows of one sequence inside a ubatch, consecutive and in input order. */

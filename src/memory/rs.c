@@ -62,6 +62,7 @@ void rs_free(rs_mem *rs) {
         bd_free(q->rb);
         for (int32_t i = 0; i < q->n_ck; i++) bd_free(q->ck[i].blk);
         bd_free(q->ck);
+        bd_free(q->mark);
     }
     for (uint32_t i = 0; i < rs->n_pool; i++) bd_free(rs->pool[i]);
     bd_free(rs->pool);
@@ -206,12 +207,51 @@ void rs_adopt_seq(rs_mem *rs, int32_t s, float *live, float **rb, int32_t rb_lo,
     rs->n_ck_total += (uint64_t)n_ck;
 }
 
+static int idx_cmp(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+braid_status rs_mark_set(rs_mem *rs, int32_t s, const int32_t *idx, int32_t n) {
+    rs_seq *q = &rs->seq[s];
+    int32_t *mk = NULL;
+    if (n > 0) {
+        if (!(mk = bd_mallocn((size_t)n, sizeof *mk))) return bd_error(BRAID_E_NOMEM, "memory: out of memory for marks");
+        memcpy(mk, idx, (size_t)n * sizeof *mk);
+        qsort(mk, (size_t)n, sizeof *mk, idx_cmp);
+        int32_t k = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (mk[i] > 0 && (k == 0 || mk[i] != mk[k - 1])) mk[k++] = mk[i];
+        n = k;
+    }
+    bd_free(q->mark);
+    q->mark = mk;
+    q->n_mark = n > 0 ? n : 0;
+    return BRAID_OK;
+}
+
+int rs_marked(const rs_mem *rs, int32_t s, int32_t idx) {
+    const rs_seq *q = &rs->seq[s];
+    int32_t lo = 0, hi = q->n_mark;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (q->mark[mid] < idx)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < q->n_mark && q->mark[lo] == idx;
+}
+
 void rs_clear(rs_mem *rs, int32_t s) {
     rs_seq *q = &rs->seq[s];
     rs_put(rs, q->live);
     q->live = NULL;
     rs_rb_drop_after(rs, s, -1);
     while (q->n_ck) rs_ck_drop(rs, s, q->n_ck - 1);
+    bd_free(q->mark);
+    q->mark = NULL;
+    q->n_mark = 0;
 }
 
 /* ---- eviction planning ---------------------------------------------------------------------------------- */

@@ -33,6 +33,8 @@ typedef struct rs_seq {
     float **rb;    /* [n_rollback + 1] blocks (an entry may be NULL: the zero state) */
     rs_ckpt *ck;   /* [ck_cap] ascending idx */
     int32_t n_ck, ck_cap;
+    int32_t *mark; /* [n_mark] ascending indices where a decode passing them takes a checkpoint */
+    int32_t n_mark;
 } rs_seq;
 
 typedef struct rs_mem {
@@ -90,6 +92,11 @@ void rs_ck_remove_range(rs_mem *rs, int32_t s, int32_t i0, int32_t i1);
  * rb_lo) and ck (n_ck valid of ck_cap, ascending idx) afterwards; the checkpoints count against the total. */
 void rs_adopt_seq(rs_mem *rs, int32_t s, float *live, float **rb, int32_t rb_lo, int32_t rb_n, rs_ckpt *ck,
                   int32_t n_ck, int32_t ck_cap);
+/* Marks: s's later decodes take a checkpoint at each of idx[0 .. n) they reach (message boundaries of a
+ * prompt), replacing the earlier marks (n = 0: none). Copies idx (sorted, deduplicated); BRAID_E_NOMEM leaves
+ * the old marks. rs_marked says whether idx is one of them. */
+braid_status rs_mark_set(rs_mem *rs, int32_t s, const int32_t *idx, int32_t n);
+int rs_marked(const rs_mem *rs, int32_t s, int32_t idx);
 /* Drops everything of s: live, rollback, checkpoints. */
 void rs_clear(rs_mem *rs, int32_t s);
 
