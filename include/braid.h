@@ -273,8 +273,9 @@ typedef struct braid_prompt_cache_params {
 
 /* How a prompt was served (braid_prompt_cache_prepare). */
 typedef struct braid_cache_reuse {
-    int32_t cached_tokens;   /* prompt tokens the sequence holds now without decoding them */
-    int32_t replayed_tokens; /* tokens recomputed from a checkpoint to reach that prefix (not in cached) */
+    int32_t cached_tokens;   /* prompt tokens the sequence holds now (the prefix kept) */
+    int32_t replayed_tokens; /* of those, recomputed from a checkpoint to reach it (so cached_tokens -
+                              * replayed_tokens were not computed at all) */
     int32_t from_entry;      /* 1: copied from a cache entry; 0: the sequence's own content (or nothing) */
     int logits_ready;        /* the whole prompt was cached with its last-token logits: no decode needed,
                               * read them with braid_prompt_cache_logits */
@@ -284,7 +285,7 @@ typedef struct braid_prompt_cache_stats {
     uint64_t lookups;          /* prepare calls */
     uint64_t hits;             /* of those, with cached_tokens > 0 */
     uint64_t prompt_tokens;    /* tokens of all prepared prompts */
-    uint64_t cached_tokens;    /* of those, served from cache or sequence */
+    uint64_t cached_tokens;    /* of those, kept from the cache or the sequence (replayed ones included) */
     uint64_t replayed_tokens;  /* recomputed from checkpoints */
     uint64_t stores, evictions;
     uint64_t bytes;            /* held now: cells (each once) + checkpoints + logits */
@@ -292,12 +293,15 @@ typedef struct braid_prompt_cache_stats {
     int32_t entries, checkpoints, cells;
 } braid_prompt_cache_stats;
 
+/* Tokens per block of the cached-prefix hashes (braid_cache_block_hash). */
+#define BRAID_CACHE_BLOCK 64
 /* Block hashes of cached prefixes, a stable scheme for routers (GET /cache): a prefix is cut into blocks of
  * BRAID_CACHE_BLOCK tokens; h(0) = 0 and h(k+1) = XXH3-64 with seed 0 of the 8 bytes of h(k) (little-endian)
- * followed by the block's token ids (4 bytes each, little-endian). Only whole blocks get a hash. */
-#define BRAID_CACHE_BLOCK 64
+ * followed by the block's token ids (4 bytes each, little-endian). Only whole blocks get a hash: this is
+ * h(k+1) from prev = h(k) and the block's n (= BRAID_CACHE_BLOCK) tokens. */
 uint64_t braid_cache_block_hash(uint64_t prev, const braid_token *tokens, int32_t n);
 
+/* Defaults: a 256 MiB budget and no sequences (set first_seq and n_seq). */
 braid_prompt_cache_params braid_prompt_cache_default_params(void);
 /* A cache over ctx (not owned; must outlive the cache). Clears the cache's sequences. */
 BRAID_NODISCARD braid_status braid_prompt_cache_new(braid_context *ctx, const braid_prompt_cache_params *params,
@@ -320,7 +324,9 @@ const float *braid_prompt_cache_logits(const braid_prompt_cache *pc);
 BRAID_NODISCARD braid_status braid_prompt_cache_store(braid_prompt_cache *pc, braid_seq_id seq, const float *logits);
 /* Evicts least recently used entries until the context has n_cells free cells or the cache is empty. */
 void braid_prompt_cache_make_room(braid_prompt_cache *pc, uint32_t n_cells);
+/* Drops every entry (their cells and checkpoints go back to the context). */
 void braid_prompt_cache_clear(braid_prompt_cache *pc);
+/* The counters, and what the cache holds now. */
 void braid_prompt_cache_get_stats(const braid_prompt_cache *pc, braid_prompt_cache_stats *out);
 /* The distinct block hashes of every cached prefix (see BRAID_CACHE_BLOCK), allocated (*hashes, release with
  * braid_free; NULL when *n == 0). */
