@@ -315,6 +315,8 @@ void braid_prompt_cache_free(braid_prompt_cache *pc); /* clears the cache's sequ
 BRAID_NODISCARD braid_status braid_prompt_cache_prepare(braid_prompt_cache *pc, braid_seq_id seq,
                                                         const braid_token *tokens, int32_t n,
                                                         braid_cache_reuse *out);
+/* Length of the longest prefix of tokens[0 .. n) that a cache entry holds (0: none); nothing changes. */
+int32_t braid_prompt_cache_lookup(const braid_prompt_cache *pc, const braid_token *tokens, int32_t n);
 /* The kept logits (n_vocab floats) when the last prepare said logits_ready; valid until the next call on pc. */
 const float *braid_prompt_cache_logits(const braid_prompt_cache *pc);
 /* Stores what seq holds now (the token inputs before its first embedding input) as an entry: a checkpoint at

@@ -269,6 +269,12 @@ void braid_prompt_cache_make_room(braid_prompt_cache *pc, uint32_t n_cells) {
     }
 }
 
+int32_t braid_prompt_cache_lookup(const braid_prompt_cache *pc, const braid_token *tokens, int32_t n) {
+    if (!pc || !tokens || n < 1) return 0;
+    int32_t n_ids = 0;
+    return bd_radix_match(pc->tree, tokens, n, pc->ids, 0, &n_ids);
+}
+
 const float *braid_prompt_cache_logits(const braid_prompt_cache *pc) {
     return pc && pc->logits_valid ? pc->logits : NULL;
 }

@@ -21,6 +21,7 @@
 #include "agent_traffic.h"
 #include "base/alloc.h"
 #include "braid.h"
+#include "engine/context.h"
 #include "engine/radix.h"
 #include "genmodel/genmodel.h"
 #include "test.h"
@@ -261,6 +262,8 @@ static void test_arch(const char *arch) {
     CHECK(st.entries == 2 && st.bytes <= pp.budget_bytes, "%s: %d entries, %llu bytes", arch, st.entries,
           (unsigned long long)st.bytes);
 
+    CHECK(braid_prompt_cache_lookup(pc, pb, SYS + QB) == SYS + QB && braid_prompt_cache_lookup(pc, pa, 10) == 10,
+          "%s: lookup", arch);
     /* B again, on seq 2 (a new slot): identical prompt, nothing replayed, logits kept and identical. */
     CHECK_STATUS(braid_prompt_cache_prepare(pc, 2, pb, SYS + QB, &ru), BRAID_OK);
     CHECK(ru.cached_tokens == SYS + QB && ru.replayed_tokens == 0 && ru.logits_ready, "%s: identical prompt: cached %d replayed %d ready %d",
@@ -362,6 +365,45 @@ out:
     unlink(path);
 }
 
+/* Checkpoint marks: a decode that reaches a marked index checkpoints there, also inside one batch of two
+ * sequences; the marks go with the sequence's content. */
+static void test_marks(void) {
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/braid_test_pcache_marks_%d.gguf", (int)getpid());
+    braid_model *m = make_model("qwen35", path);
+    CHECK(m != NULL, "marks: model: %s", braid_last_error());
+    if (!m) return;
+    braid_context *c = make_ctx(m, 2);
+    braid_token t[100];
+    fill(t, 100, 5);
+    int32_t mk0[3] = {70, 13, 13}, mk1[1] = {99};
+    CHECK_STATUS(braid_seq_checkpoint_at(c, 0, mk0, 3), BRAID_OK);
+    CHECK_STATUS(braid_seq_checkpoint_at(c, 1, mk1, 1), BRAID_OK);
+    CHECK_STATUS(braid_seq_checkpoint_at(c, 5, mk1, 1), BRAID_E_RANGE);
+    CHECK_STATUS(braid_seq_checkpoint_at(c, 0, NULL, 2), BRAID_E_INVALID);
+    braid_seq_id seq[100];
+    for (int i = 0; i < 100; i++) seq[i] = i < 50 ? 0 : 1;
+    braid_batch b = {.n_tokens = 100, .token = t, .seq = seq};
+    CHECK_STATUS(braid_decode(c, &b), BRAID_OK); /* seq 0 gets 50 inputs, seq 1 50 */
+    braid_batch b2 = {.n_tokens = 50, .token = t + 50, .seq = seq};
+    CHECK_STATUS(braid_decode(c, &b2), BRAID_OK); /* seq 0 reaches 100 */
+    const mem *mm = c->mem;
+    int32_t ck[8];
+    int32_t n0 = mem_seq_checkpoints(mm, 0, ck, 8);
+    int has13 = 0, has70 = 0, has64 = 0;
+    for (int32_t i = 0; i < n0 && i < 8; i++) has13 |= ck[i] == 13, has70 |= ck[i] == 70, has64 |= ck[i] == 64;
+    CHECK(has13 && has70 && has64, "seq 0: checkpoints at the marks 13 and 70 and the interval 64 (%d of them)", n0);
+    int32_t n1 = mem_seq_checkpoints(mm, 1, ck, 8);
+    CHECK(n1 == 0, "seq 1 (50 inputs, marked at 99): %d checkpoints", n1);
+    braid_seq_clear(c, 0);
+    CHECK_STATUS(decode_rest(c, 0, t, 0, 100), BRAID_OK);
+    n0 = mem_seq_checkpoints(mm, 0, ck, 8);
+    CHECK(n0 == 1 && ck[0] == 64, "a cleared sequence keeps no marks (%d checkpoints)", n0);
+    braid_context_free(c);
+    braid_model_free(m);
+    unlink(path);
+}
+
 /* A small agent-traffic run: the cache computes at most 1.1x the new tokens (a count, not a time). */
 static void test_agent(void) {
     char path[256];
@@ -403,6 +445,7 @@ static void test_agent(void) {
 }
 
 int main(void) {
+    test_marks();
     test_agent();
     test_radix();
     test_arch("qwen35");
