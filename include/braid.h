@@ -458,6 +458,11 @@ typedef struct braid_gen_params {
     void *abort_user;
     braid_progress_fn on_progress;
     void *progress_user;
+    /* A prompt cache over the same context (not owned), or NULL. With it a prompt is served through
+     * braid_prompt_cache_prepare (the longest prefix held by this sequence or any cache entry; an identical
+     * prompt decodes nothing, its logits were kept) and stored in the cache when it is decoded, and so is
+     * the reply when the run ends. */
+    braid_prompt_cache *cache;
 } braid_gen_params;
 
 /* What the last braid_gen_prompt and braid_gen_run did. */

@@ -540,6 +540,7 @@ static const route routes[] = {
     {"GET", "/models", models},
     {"GET", "/metrics", metrics},
     {"GET", "/slots", slots},
+    {"GET", "/cache", srv_cache_info},
     {"POST", "/v1/chat/completions", chat_ep},
     {"POST", "/chat/completions", chat_ep},
     {"POST", "/v1/completions", completion_ep},
@@ -550,6 +551,7 @@ static const route routes[] = {
 };
 
 enum MHD_Result srv_handle(srv_conn *cn, const char *method, const char *url) {
+    if (!strncmp(url, "/slots/", 7)) return srv_slot_action(cn, method, url + 7);
     int path_known = 0;
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         if (strcmp(url, routes[i].path)) continue;

@@ -219,6 +219,18 @@ int srv_start(const srv_config *cfg, braid_model *model, braid_context *ctx, srv
         return 0;
     }
     for (int i = 0; i < cfg->parallel; i++) s->slots[i].id = i;
+    if (cfg->cache_ram > 0) {
+        braid_prompt_cache_params pp = braid_prompt_cache_default_params();
+        pp.budget_bytes = cfg->cache_ram;
+        pp.first_seq = cfg->parallel;
+        pp.n_seq = cfg->cache_entries;
+        if (braid_prompt_cache_new(ctx, &pp, &s->cache) != BRAID_OK) {
+            fprintf(stderr, "braid serve: the prompt cache: %s\n", braid_last_error());
+            srv_stop(s);
+            return 0;
+        }
+        srv_cache_publish(s);
+    }
     if (!srv_sched_start(s)) {
         fprintf(stderr, "braid serve: cannot start the scheduler thread\n");
         srv_stop(s);
@@ -254,6 +266,8 @@ void srv_stop(srv *s) {
     srv_sched_stop(s);
     if (s->daemon) MHD_stop_daemon(s->daemon);
     for (int i = 0; s->slots && i < s->cfg.parallel; i++) free(s->slots[i].toks);
+    braid_prompt_cache_free(s->cache);
+    braid_free(s->cache_hashes);
     free(s->slots);
     pthread_cond_destroy(&s->cv_work);
     pthread_cond_destroy(&s->cv_out);

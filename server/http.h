@@ -28,6 +28,10 @@ enum MHD_Result srv_reply_stream(srv_conn *cn, MHD_ContentReaderCallback read, v
 /* 1 if the client closed its end of the connection. */
 int srv_client_gone(int fd);
 
+/* slot_ops.c: POST /slots/{id}?action=... (id_text: what follows "/slots/") and GET /cache. */
+enum MHD_Result srv_slot_action(srv_conn *cn, const char *method, const char *id_text);
+enum MHD_Result srv_cache_info(srv_conn *cn);
+
 /* handlers.c: one per route; body is the whole request body. */
 enum MHD_Result srv_handle(srv_conn *cn, const char *method, const char *url);
 

@@ -89,6 +89,22 @@ char *srv_metrics_render(const srv_metrics *m, size_t *len) {
     gauge(&b, "slots", "Slots (parallel sequences).", m->n_slots);
     gauge(&b, "slots_busy", "Slots running a job.", m->busy_slots);
     gauge(&b, "queue_length", "Jobs waiting for a slot.", m->queued);
+    if (m->cache_on) {
+        const braid_prompt_cache_stats *c = &m->cache;
+        counter(&b, "prompt_cache_lookups_total", "Prompts served through the prompt cache.", (double)c->lookups);
+        counter(&b, "prompt_cache_hits_total", "Of those, prompts that reused a prefix.", (double)c->hits);
+        counter(&b, "prompt_cache_reused_tokens_total", "Prompt tokens kept from the cache or the slot.",
+                (double)c->cached_tokens);
+        counter(&b, "prompt_cache_replayed_tokens_total", "Tokens recomputed from checkpoints to reach them.",
+                (double)c->replayed_tokens);
+        counter(&b, "prompt_cache_stores_total", "Prompts and replies stored.", (double)c->stores);
+        counter(&b, "prompt_cache_evictions_total", "Entries evicted (budget, cells, entry count).",
+                (double)c->evictions);
+        gauge(&b, "prompt_cache_bytes", "Bytes held: cells (each once), checkpoints, logits.", (double)c->bytes);
+        gauge(&b, "prompt_cache_entries", "Cached prompts and replies.", c->entries);
+        gauge(&b, "prompt_cache_cells", "Attention cells held by the cache.", c->cells);
+        gauge(&b, "prompt_cache_checkpoints", "Recurrent checkpoints held by the cache.", c->checkpoints);
+    }
     hist(&b, "time_to_first_token_ms", "Time from arrival to the first token.", &m->ttft);
     hist(&b, "inter_token_ms", "Mean time between tokens of a job.", &m->itl);
     hist(&b, "queue_ms", "Time a job waited for a slot.", &m->queue);

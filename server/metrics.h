@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "braid.h"
+
 #define SRV_HIST_BUCKETS 12
 
 typedef struct srv_hist {
@@ -20,6 +22,8 @@ typedef struct srv_metrics {
     double prompt_seconds, generate_seconds;
     srv_hist ttft, itl, queue;  /* milliseconds */
     int busy_slots, queued, n_slots;
+    int cache_on;
+    braid_prompt_cache_stats cache; /* the prompt cache's counters, as last published by the scheduler */
 } srv_metrics;
 
 void srv_hist_add(srv_hist *h, double ms);

@@ -195,6 +195,7 @@ static int begin_job(srv *s, srv_job *j) {
     gp.piece_user = j;
     gp.abort_cb = job_abort;
     gp.abort_user = j;
+    gp.cache = s->cache; /* NULL without --cache-ram: the slot's own prefix only */
     braid_status st = braid_gen_new(s->ctx, &gp, &j->g);
     if (st == BRAID_OK) st = braid_gen_begin(j->g, t->toks, t->n_toks);
     if (st != BRAID_OK) {
@@ -222,7 +223,7 @@ static void *sched_main(void *arg) {
         pthread_mutex_lock(&s->mu);
         for (;;) {
             int busy = s->m.busy_slots;
-            if (s->stopping || (s->q_head && busy < P) || busy > 0) break;
+            if (s->stopping || (s->q_head && busy < P) || busy > 0 || (s->op.pending && !s->op.done)) break;
             pthread_cond_wait(&s->cv_work, &s->mu);
         }
         if (s->stopping && !s->m.busy_slots) {
@@ -238,6 +239,11 @@ static void *sched_main(void *arg) {
             s->q_tail = NULL;
             pthread_mutex_unlock(&s->mu);
             break;
+        }
+        if (s->op.pending && !s->op.done) {
+            pthread_mutex_unlock(&s->mu);
+            srv_slot_op_poll(s);
+            pthread_mutex_lock(&s->mu);
         }
         /* admit queued jobs into idle slots */
         int n_admit = 0;
@@ -277,6 +283,7 @@ static void *sched_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             begin_job(s, j);
         }
+        if (n_admit) srv_cache_publish(s);
         /* one step over every active slot, earliest admission first */
         int n = 0;
         for (int i = 0; i < P; i++)
@@ -295,11 +302,14 @@ static void *sched_main(void *arg) {
         pthread_mutex_lock(&s->mu);
         s->m.decode_steps++;
         pthread_mutex_unlock(&s->mu);
+        int retired = 0;
         for (int i = 0; i < n; i++) {
             if (braid_gen_active(gens[i])) continue;
             const char *stop = braid_gen_get_stats(gens[i])->stop;
             retire(s, jobs[i], stop, !strcmp(stop, "error") ? why : NULL);
+            retired++;
         }
+        if (retired) srv_cache_publish(s);
     }
     free(admit), free(gens), free(jobs), free(free_slots);
     return NULL;
@@ -317,6 +327,7 @@ void srv_sched_stop(srv *s) {
     for (int i = 0; i < s->cfg.parallel; i++)
         if (s->slots[i].job) atomic_store(&s->slots[i].job->task->cancelled, 1);
     pthread_cond_broadcast(&s->cv_work);
+    pthread_cond_broadcast(&s->cv_out); /* a slot operation waiting for the scheduler gives up */
     pthread_mutex_unlock(&s->mu);
     if (s->sched_started) pthread_join(s->sched, NULL);
     s->sched_started = 0;

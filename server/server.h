@@ -6,7 +6,8 @@
  *   request.c    JSON body -> validated request (the fuzz target)
  *   response.c   the OpenAI response shapes (completions, chunks, errors, usage, logprobs)
  *   sched.c      slots, the bounded queue and the scheduler thread (continuous batching on braid_gen_step)
- *   reuse.c      what a new request reuses of the memory, and which slot it takes
+ *   reuse.c      what a new request reuses of the memory (the prompt cache), and which slot it takes
+ *   slot_ops.c   POST /slots/{id}?action=save|restore|erase and GET /cache
  *   tool_calls.c tool calls parsed out of the model's text
  *   metrics.c    counters and /metrics (Prometheus text) */
 #ifndef BRAID_SERVER_SERVER_H
@@ -34,14 +35,19 @@ typedef struct srv_config {
     const char *aliases[SRV_MAX_ALIAS];
     int n_alias;
     int verbose;
+    /* prompt cache (--cache-ram): one byte budget for cached cells, checkpoints and logits; 0: off. Its
+     * entries live in sequences parallel .. parallel + cache_entries - 1 of the context. */
+    uint64_t cache_ram;
+    int cache_entries;
+    const char *slot_save_path; /* directory of POST /slots/{id}?action=save|restore files; NULL: off */
 } srv_config;
 
 void srv_config_default(srv_config *c);
 
 typedef struct srv srv;
 
-/* Starts the server over model and ctx (ctx has parallel sequences of ctx_per_slot tokens each; neither is
- * owned). 0 on failure (reported on stderr). */
+/* Starts the server over model and ctx (ctx has parallel sequences of ctx_per_slot tokens each, plus
+ * cache_entries more for the prompt cache when cache_ram > 0; neither is owned). 0 on failure (reported on stderr). */
 int srv_start(const srv_config *cfg, braid_model *model, braid_context *ctx, srv **out);
 /* The port it listens on (the one chosen when cfg->port was 0). */
 int srv_port(const srv *s);

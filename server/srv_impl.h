@@ -52,6 +52,19 @@ struct srv_task {
     srv_job *jobs;
 };
 
+/* A slot operation (POST /slots/{id}), run by the scheduler thread while the slot is idle (slot_ops.c). */
+enum { SRV_OP_SAVE = 0, SRV_OP_RESTORE, SRV_OP_ERASE };
+typedef struct srv_slot_op {
+    int pending, done, busy; /* busy: the slot was processing a request (nothing done) */
+    int slot, kind;
+    char path[4096];
+    braid_status st;
+    char err[320];
+    int32_t n_tokens;        /* saved / restored / erased */
+    size_t bytes;
+    double ms;
+} srv_slot_op;
+
 typedef struct srv_slot {
     int id;
     srv_job *job;          /* NULL: idle */
@@ -79,10 +92,22 @@ struct srv {
     uint64_t n_admitted;
     srv_metrics m;
     double t_start;
+    braid_prompt_cache *cache;   /* NULL: --cache-ram 0 (scheduler thread only) */
+    uint64_t *cache_hashes;      /* snapshot for GET /cache (under mu; braid_free) */
+    size_t n_cache_hashes;
+    srv_slot_op op;              /* one slot operation at a time (under mu) */
     char *keys[SRV_MAX_KEYS];
 };
 
 double srv_now_ms(void);
+
+/* slot_ops.c */
+/* 1 if name is a file name POST /slots accepts (stays inside --slot-save-path). */
+int srv_slot_name_ok(const char *name);
+/* Scheduler thread: runs a pending slot operation, if any. */
+void srv_slot_op_poll(srv *s);
+/* Scheduler thread: copies the cache's counters and block hashes for /metrics and /cache. */
+void srv_cache_publish(srv *s);
 
 /* sched.c */
 int srv_sched_start(srv *s);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "braid.h"
@@ -28,7 +29,11 @@ static void serve_usage(FILE *f) {
                "  --queue N             requests waiting for a slot before 429 (default 64)\n"
                "  --max-body BYTES      request body limit, 413 beyond it (default 8388608)\n"
                "  --alias NAME          another model name clients may use; repeatable\n"
-               "  --checkpoint-interval N  recurrent checkpoint every N prompt tokens (default 256)\n");
+               "  --checkpoint-interval N  recurrent checkpoint every N prompt tokens (default 256)\n"
+               "  --cache-ram MiB       prompt cache shared by all slots: one budget for cached cells,\n"
+               "                        checkpoints and logits (default 1024; 0: off, each slot reuses its own)\n"
+               "  --cache-entries N     cached prompts and replies at most (default 4 per slot)\n"
+               "  --slot-save-path DIR  where POST /slots/{id}?action=save|restore keeps slot files\n");
 }
 
 static volatile sig_atomic_t stop_flag;
@@ -62,7 +67,7 @@ static int cmd_serve(int argc, char **argv) {
     srv_config cfg;
     srv_config_default(&cfg);
     const char *model_path = NULL;
-    int32_t n_batch = 512, n_threads = 0, interval = 256, v = 0;
+    int32_t n_batch = 512, n_threads = 0, interval = 256, v = 0, cache_mib = 1024, cache_entries = 0;
     int ok = 1;
     for (int i = 1; ok && i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -119,6 +124,18 @@ static int cmd_serve(int argc, char **argv) {
             NEED();
             if (cfg.n_alias == SRV_MAX_ALIAS) return fprintf(stderr, "braid serve: too many aliases\n"), 2;
             cfg.aliases[cfg.n_alias++] = val;
+        } else if (!strcmp(a, "--cache-ram")) {
+            NEED();
+            ok = tool_parse_i32("braid serve", a, val, 0, 1 << 22, &cache_mib);
+        } else if (!strcmp(a, "--cache-entries")) {
+            NEED();
+            ok = tool_parse_i32("braid serve", a, val, 1, (int32_t)BRAID_MAX_SEQ - 1, &cache_entries);
+        } else if (!strcmp(a, "--slot-save-path")) {
+            NEED();
+            struct stat sb;
+            if (stat(val, &sb) || !S_ISDIR(sb.st_mode))
+                return fprintf(stderr, "braid serve: --slot-save-path %s is not a directory\n", val), 2;
+            cfg.slot_save_path = val;
         } else if (!strcmp(a, "--checkpoint-interval")) {
             NEED();
             ok = tool_parse_i32("braid serve", a, val, 0, (int32_t)BRAID_MAX_CHECKPOINT_INTERVAL, &interval);
@@ -143,7 +160,14 @@ static int cmd_serve(int argc, char **argv) {
         return 1;
     }
     braid_context_params cp = braid_context_default_params();
+    cfg.cache_ram = (uint64_t)cache_mib << 20;
+    cfg.cache_entries = cache_entries > 0 ? cache_entries : 4 * cfg.parallel;
+    if (cfg.parallel + cfg.cache_entries > (int)BRAID_MAX_SEQ) cfg.cache_entries = (int)BRAID_MAX_SEQ - cfg.parallel;
+    if (cfg.cache_entries < 1) cfg.cache_ram = 0;
     uint64_t cells = (uint64_t)cfg.ctx_per_slot * (uint64_t)cfg.parallel;
+    /* the cache's cells come from the same pool: as many again as the slots (it evicts to leave the slots
+     * room), within what a context can have */
+    if (cfg.cache_ram && cells <= BRAID_MAX_CTX) cells = cells * 2 > BRAID_MAX_CTX ? BRAID_MAX_CTX : cells * 2;
     if (cells > BRAID_MAX_CTX) {
         fprintf(stderr, "braid serve: %d slots x %d tokens is more than %u cells\n", cfg.parallel, cfg.ctx_per_slot,
                 BRAID_MAX_CTX);
@@ -151,7 +175,8 @@ static int cmd_serve(int argc, char **argv) {
         return 2;
     }
     cp.n_ctx = (uint32_t)cells;
-    cp.n_seq_max = (uint32_t)cfg.parallel;
+    cp.n_seq_max = (uint32_t)(cfg.parallel + (cfg.cache_ram ? cfg.cache_entries : 0));
+    cp.checkpoint_budget_bytes += cfg.cache_ram; /* the cache's checkpoints are the context's too */
     cp.n_batch = (uint32_t)n_batch;
     cp.n_threads = (uint32_t)n_threads;
     cp.checkpoint_interval = (uint32_t)interval;

@@ -41,7 +41,7 @@ braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n)
         g->n_ptok = n_use;
         g->i_ptok = g->lcp_ptok = lcp;
         g->phase = BD_GEN_PROMPT;
-        g->logit_row = -1;
+        if (!g->use_kept) g->logit_row = -1;
         /* the run's output starts now, as braid_gen_run's does */
         g->n_out = 0;
         g->n_text = g->n_released = 0;
@@ -50,6 +50,13 @@ braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n)
         g->st.drafted = g->st.accepted = g->st.spec_replayed = g->st.draft_replayed = 0;
         g->st.gen_ms = g->st.ttft_ms = 0;
         g->st.stop = "";
+        if (lcp == n_use) {
+            /* the prompt cache kept this very prompt's logits: nothing to decode */
+            g->st.decoded_tokens = g->st.replayed_tokens;
+            g->st.prompt_ms = bd_gen_now_ms() - g->t_prompt0;
+            g->t_gen0 = bd_gen_now_ms();
+            g->phase = BD_GEN_GEN;
+        }
     }
     bd_free(trimmed);
     return s;
@@ -66,6 +73,10 @@ static braid_status finish(braid_gen *g, const char *why) {
     if ((g->n_released < g->n_text || g->p.on_piece) && bd_gen_release(g, -1, g->n_text) && strcmp(why, "error"))
         g->st.stop = "cancelled";
     if (!strcmp(why, "error")) return BRAID_OK;
+    if (g->p.cache) {
+        bd_gen_cache_store(g, NULL); /* the reply, for the next turn of this conversation on any slot */
+        return BRAID_OK;
+    }
     braid_status cs = braid_seq_checkpoint(g->ctx, g->p.seq);
     return cs == BRAID_E_FULL ? BRAID_OK : cs; /* a full checkpoint budget only costs replay later */
 }
@@ -76,7 +87,7 @@ static braid_status sample_step(braid_gen *g, braid_token *out) {
     *out = -1;
     if (g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) return finish(g, "length");
     if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user)) return finish(g, "cancelled");
-    const float *lg = braid_logits(g->ctx, g->logit_row);
+    const float *lg = bd_gen_next_logits(g);
     if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_step: internal: no logits for row %d", g->logit_row);
     braid_token t;
     BD_TRY(braid_sampler_sample(g->smp, lg, g->n_vocab, &t));
@@ -158,6 +169,7 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
             if (!nrow[i] || !braid_gen_active(g)) continue;
             if (s != BRAID_OK) {
                 g->logit_row = -1;
+                g->use_kept = 0;
                 (void)finish(g, "error");
                 continue;
             }
@@ -165,6 +177,7 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
             if (ms != BRAID_OK) s = ms;
             if (g->phase == BD_GEN_GEN) {
                 g->logit_row = row0[i];
+                g->use_kept = 0;
                 g->st.n_decodes++;
                 g->st.gen_ms = bd_gen_now_ms() - g->t_gen0;
                 continue;
@@ -174,8 +187,13 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
             if (g->p.on_progress) g->p.on_progress(g->p.progress_user, g->i_ptok, g->n_ptok);
             if (g->i_ptok == g->n_ptok) {
                 g->logit_row = row0[i] + nrow[i] - 1;
-                braid_status cs = braid_seq_checkpoint(c, g->p.seq);
-                if (cs != BRAID_OK && cs != BRAID_E_FULL && s == BRAID_OK) s = cs;
+                g->use_kept = 0;
+                if (g->p.cache) {
+                    bd_gen_cache_store(g, braid_logits(c, g->logit_row)); /* and a checkpoint at the end */
+                } else {
+                    braid_status cs = braid_seq_checkpoint(c, g->p.seq);
+                    if (cs != BRAID_OK && cs != BRAID_E_FULL && s == BRAID_OK) s = cs;
+                }
                 g->st.prompt_ms = bd_gen_now_ms() - g->t_prompt0;
                 g->t_gen0 = bd_gen_now_ms();
                 g->phase = BD_GEN_GEN;

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/log.h"
 #include "base/status.h"
 #include "engine/context.h"
 #include "engine/sampling.h"
@@ -70,6 +71,7 @@ void braid_gen_free(braid_gen *g) {
     bd_free(g->flags);
     bd_free(g->seqv);
     bd_free(g->ptok);
+    bd_free(g->kept);
     bd_free(g);
 }
 
@@ -217,9 +219,11 @@ static braid_status decode_target(braid_gen *g, const braid_token *toks, int32_t
     braid_status s = bd_gen_decode(g, g->ctx, toks, n, all);
     if (s != BRAID_OK) {
         g->logit_row = -1;
+        g->use_kept = 0;
         return s;
     }
     g->logit_row = n - 1;
+    g->use_kept = 0;
     return bd_gen_mirror_push(&g->tok, &g->n_tok, &g->cap_tok, toks, n);
 }
 
@@ -230,6 +234,7 @@ static braid_status truncate_target(braid_gen *g, int32_t n, int32_t *replayed) 
     if (replayed) *replayed += r;
     if (g->n_tok > n) g->n_tok = n;
     g->logit_row = -1;
+    g->use_kept = 0;
     return BRAID_OK;
 }
 
@@ -339,10 +344,30 @@ braid_status bd_gen_prompt_prepare(braid_gen *g, const braid_token *tokens, int3
     }
 
     int32_t lcp = 0;
-    while (lcp < n && lcp < g->n_tok && g->tok[lcp] == tokens[lcp]) lcp++;
-    if (lcp == n) lcp = n - 1; /* the last token is decoded again: its logits start the reply */
     braid_status s = BRAID_OK;
-    if (lcp < mem_seq_len(c->mem, g->p.seq)) s = truncate_target(g, lcp, &st->replayed_tokens);
+    g->use_kept = 0;
+    if (g->p.cache) {
+        /* The cache finds the longest prefix held anywhere and puts it in the sequence. */
+        braid_cache_reuse ru;
+        s = braid_prompt_cache_prepare(g->p.cache, g->p.seq, tokens, n, &ru);
+        if (s == BRAID_OK) s = bd_gen_mirror_refresh(c, g->p.seq, &g->tok, &g->n_tok, &g->cap_tok);
+        if (s == BRAID_OK) {
+            lcp = ru.cached_tokens;
+            st->replayed_tokens = ru.replayed_tokens;
+            g->logit_row = -1;
+            if (ru.logits_ready && (g->kept || (g->kept = bd_mallocn((size_t)g->n_vocab, sizeof(float))))) {
+                memcpy(g->kept, braid_prompt_cache_logits(g->p.cache), (size_t)g->n_vocab * sizeof(float));
+                g->use_kept = 1;
+            } else if (ru.logits_ready) {
+                lcp = n - 1; /* no memory for the kept logits: decode the last token again */
+                s = truncate_target(g, lcp, &st->replayed_tokens);
+            }
+        }
+    } else {
+        while (lcp < n && lcp < g->n_tok && g->tok[lcp] == tokens[lcp]) lcp++;
+        if (lcp == n) lcp = n - 1; /* the last token is decoded again: its logits start the reply */
+        if (lcp < mem_seq_len(c->mem, g->p.seq)) s = truncate_target(g, lcp, &st->replayed_tokens);
+    }
     /* The penalties look at the end of the prompt, as if the sampler had seen all of it. */
     int32_t last_n = g->p.sampler.penalty_last_n;
     for (int32_t i = n - last_n > 0 ? n - last_n : 0; s == BRAID_OK && i < n; i++) braid_sampler_accept(g->smp, tokens[i]);
@@ -373,7 +398,9 @@ braid_status braid_gen_prompt(braid_gen *g, const braid_token *tokens, int32_t n
         s = decode_target(g, tokens + i, k, 0);
         if (s == BRAID_OK && g->p.on_progress) g->p.on_progress(g->p.progress_user, i + k, n);
     }
-    if (s == BRAID_OK) {
+    if (s == BRAID_OK && g->p.cache) {
+        bd_gen_cache_store(g, bd_gen_next_logits(g)); /* checkpoints the prompt's end too */
+    } else if (s == BRAID_OK) {
         braid_status cs = braid_seq_checkpoint(c, g->p.seq);
         if (cs != BRAID_OK && cs != BRAID_E_FULL) s = cs; /* a full checkpoint budget only costs replay later */
     }
@@ -540,7 +567,7 @@ static braid_status verify(braid_gen *g, int32_t base, int32_t k, braid_token *n
             continue;
         }
         if (i < k) BD_TRY(truncate_target(g, base + 1 + i, &g->st.spec_replayed));
-        else g->logit_row = -1;
+        else g->logit_row = -1, g->use_kept = 0;
         *next_out = x;
         *have_next = 1;
         return BRAID_OK;
@@ -559,7 +586,7 @@ braid_status braid_gen_run(braid_gen *g) {
     st->drafted = st->accepted = st->spec_replayed = st->draft_replayed = 0;
     st->gen_ms = 0;
     st->stop = "length";
-    if (g->logit_row < 0) return bd_error(BRAID_E_INVALID, "braid_gen_run: no logits (call braid_gen_prompt first)");
+    if (!bd_gen_next_logits(g)) return bd_error(BRAID_E_INVALID, "braid_gen_run: no logits (call braid_gen_prompt first)");
     const double t0 = bd_gen_now_ms();
     const char *stop = NULL;
     braid_status s = BRAID_OK;
@@ -575,7 +602,7 @@ braid_status braid_gen_run(braid_gen *g) {
                 stop = "cancelled";
                 break;
             }
-            const float *lg = braid_logits(g->ctx, g->logit_row);
+            const float *lg = bd_gen_next_logits(g);
             if (!lg) {
                 s = bd_error(BRAID_E_INVALID, "braid_gen_run: no logits for row %d", g->logit_row);
                 break;
@@ -630,6 +657,7 @@ braid_status braid_gen_run(braid_gen *g) {
             s = verify(g, base, k, &next, &have_next, &stop);
         } else {
             g->logit_row = 0;
+            g->use_kept = 0;
         }
     }
     g->cur_logits = NULL;
@@ -639,9 +667,21 @@ braid_status braid_gen_run(braid_gen *g) {
         if (bd_gen_release(g, -1, g->n_text) && s == BRAID_OK) st->stop = "cancelled";
     }
     st->n_generated = g->n_out;
-    if (s == BRAID_OK) {
+    if (s == BRAID_OK && g->p.cache) {
+        bd_gen_cache_store(g, NULL);
+    } else if (s == BRAID_OK) {
         braid_status cs = braid_seq_checkpoint(g->ctx, g->p.seq);
         if (cs != BRAID_OK && cs != BRAID_E_FULL) s = cs;
     }
     return s;
+}
+
+const float *bd_gen_next_logits(const braid_gen *g) {
+    if (g->use_kept) return g->kept;
+    return g->logit_row >= 0 ? braid_logits(g->ctx, g->logit_row) : NULL;
+}
+
+void bd_gen_cache_store(braid_gen *g, const float *logits) {
+    braid_status s = braid_prompt_cache_store(g->p.cache, g->p.seq, logits);
+    if (s != BRAID_OK) bd_log(BD_LOG_WARN, "generate: the prompt cache did not store sequence %d: %s", g->p.seq, braid_last_error());
 }

@@ -45,6 +45,9 @@ struct braid_gen {
     int32_t n_ptok, i_ptok, cap_ptok, lcp_ptok;
     double t_gen0;          /* when generation started (ms) */
     const float *cur_logits; /* inside on_piece: the logits the token was drawn from; else NULL */
+    /* prompt cache (p.cache): an identical prompt's kept logits stand for the last decode's row */
+    float *kept;            /* [n_vocab] */
+    int use_kept;           /* 1: the next token's logits are kept[], not a row of the last decode */
 };
 
 enum { BD_GEN_IDLE = 0, BD_GEN_PROMPT, BD_GEN_GEN, BD_GEN_DONE };
@@ -71,6 +74,12 @@ int32_t bd_gen_room(const braid_gen *g);
 BRAID_NODISCARD braid_status bd_gen_prompt_prepare(braid_gen *g, const braid_token *tokens, int32_t n,
                                                    const braid_token **use, int32_t *n_use, braid_token **trimmed,
                                                    int32_t *lcp);
+/* The logits the next token is sampled from: the kept ones (prompt cache) or the last decode's row; NULL if
+ * there are none. */
+const float *bd_gen_next_logits(const braid_gen *g);
+/* With a prompt cache: stores what the sequence holds now (logits: of its last input, or NULL). A failure
+ * only costs reuse later, so it is reported (log) and not returned. */
+void bd_gen_cache_store(braid_gen *g, const float *logits);
 /* Emits token t (output, text, stop strings, the callback); *stop gets "stop" or "cancelled" when it ends. */
 BRAID_NODISCARD braid_status bd_gen_emit(braid_gen *g, braid_token t, const char **stop);
 /* Hands the text [released, upto) to the callback; nonzero: the callback asked to stop. */

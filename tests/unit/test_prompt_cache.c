@@ -11,6 +11,8 @@
  * - slot save / restore: a sequence saved to a file with its checkpoints and loaded into a fresh context
  *   reuses its whole prefix at once (no replay) with the same logits; a corrupt or truncated file is refused
  *   and the sequence is left as it was;
+ * - braid_gen with the cache (braid_gen_prompt / _run and braid_gen_begin / _step): an identical prompt on
+ *   another sequence decodes nothing and gives the same greedy tokens;
  * - agent traffic (small): conversations whose every turn re-sends the whole history, some turns re-rendered
  *   (an earlier reply's reasoning dropped) or branched: tokens computed <= 1.1 x the new tokens. */
 #include <stdio.h>
@@ -404,6 +406,55 @@ static void test_marks(void) {
     unlink(path);
 }
 
+/* braid_gen with a prompt cache: a second generator on another sequence given the same prompt decodes
+ * nothing (kept logits) and emits the same greedy tokens; so does one driven by braid_gen_begin / step. */
+static void test_gen_cache(void) {
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/braid_test_pcache_gen_%d.gguf", (int)getpid());
+    braid_model *m = make_model("qwen35", path);
+    CHECK(m != NULL, "gen: model: %s", braid_last_error());
+    if (!m) return;
+    braid_context *c = make_ctx(m, 3 + N_CACHE);
+    braid_prompt_cache_params pp = braid_prompt_cache_default_params();
+    pp.first_seq = 3;
+    pp.n_seq = N_CACHE;
+    braid_prompt_cache *pc = NULL;
+    CHECK_STATUS(braid_prompt_cache_new(c, &pp, &pc), BRAID_OK);
+    braid_token p[150];
+    fill(p, 150, 21);
+    braid_token out[3][6];
+    int32_t n_out[3] = {0, 0, 0};
+    for (int k = 0; pc && k < 3; k++) {
+        braid_gen_params gp = braid_gen_default_params();
+        gp.seq = k;
+        gp.n_predict = 6;
+        gp.cache = pc;
+        braid_gen *g = NULL;
+        CHECK_STATUS(braid_gen_new(c, &gp, &g), BRAID_OK);
+        if (!g) break;
+        if (k < 2) {
+            CHECK_STATUS(braid_gen_prompt(g, p, 150), BRAID_OK);
+            CHECK_STATUS(braid_gen_run(g), BRAID_OK);
+        } else {
+            CHECK_STATUS(braid_gen_begin(g, p, 150), BRAID_OK);
+            for (int step = 0; step < 50 && braid_gen_active(g); step++) CHECK_STATUS(braid_gen_step(&g, 1), BRAID_OK);
+        }
+        const braid_gen_stats *st = braid_gen_get_stats(g);
+        if (k == 0) CHECK(st->decoded_tokens == 150, "gen 0 decoded %d", st->decoded_tokens);
+        else CHECK(st->decoded_tokens == 0 && st->reused_tokens == 150, "gen %d (identical prompt): decoded %d, reused %d", k, st->decoded_tokens, st->reused_tokens);
+        const braid_token *t = braid_gen_tokens(g, &n_out[k]);
+        memcpy(out[k], t, (size_t)(n_out[k] < 6 ? n_out[k] : 6) * sizeof *t);
+        braid_gen_free(g);
+    }
+    CHECK(n_out[0] == 6 && n_out[1] == 6 && n_out[2] == 6 && !memcmp(out[0], out[1], sizeof out[0]) &&
+              !memcmp(out[0], out[2], sizeof out[0]),
+          "the same greedy tokens from the kept logits (%d %d %d)", n_out[0], n_out[1], n_out[2]);
+    braid_prompt_cache_free(pc);
+    braid_context_free(c);
+    braid_model_free(m);
+    unlink(path);
+}
+
 /* A small agent-traffic run: the cache computes at most 1.1x the new tokens (a count, not a time). */
 static void test_agent(void) {
     char path[256];
@@ -445,6 +496,7 @@ static void test_agent(void) {
 }
 
 int main(void) {
+    test_gen_cache();
     test_marks();
     test_agent();
     test_radix();
