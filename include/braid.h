@@ -225,6 +225,30 @@ BRAID_NODISCARD braid_status braid_seq_checkpoint(braid_context *ctx, braid_seq_
  * written) if nx or ny < 1, out is NULL, or a position would leave 0 .. 2^29. */
 braid_pos braid_image_positions(const braid_model *model, braid_pos t0, int32_t nx, int32_t ny, braid_pos *out);
 
+/* ---- images (src/vision/) ------------------------------------------------------------------------------ */
+
+/* A decoded picture: RGB, 8 bits a channel, rows top to bottom. */
+typedef struct braid_image braid_image;
+
+#define BRAID_IMAGE_MAX_BYTES (64u << 20) /* encoded bytes braid_image_decode / _load_file accept */
+#define BRAID_IMAGE_MAX_SIDE 16384u       /* pixels a side */
+#define BRAID_IMAGE_MAX_PIXELS (1u << 25) /* pixels in all (96 MiB of RGB) */
+
+/* Decodes PNG, JPEG or WebP (found from the content). Alpha is dropped, greyscale and palettes become RGB.
+ * Refused with the reason: no data (BRAID_E_FORMAT), more than the limits above (BRAID_E_RANGE, checked from
+ * the header before the pixels are allocated), an unknown format or a truncated / damaged file
+ * (BRAID_E_FORMAT), CMYK JPEG, animated WebP, GIF, BMP (BRAID_E_UNSUPPORTED). On success *out owns the image;
+ * release with braid_image_free. */
+BRAID_NODISCARD braid_status braid_image_decode(const void *data, size_t size, braid_image **out);
+BRAID_NODISCARD braid_status braid_image_load_file(const char *path, braid_image **out);
+/* An image from w*h*3 bytes of RGB (copied). */
+BRAID_NODISCARD braid_status braid_image_from_rgb(int32_t w, int32_t h, const uint8_t *rgb, braid_image **out);
+void braid_image_free(braid_image *img);
+int32_t braid_image_width(const braid_image *img);
+int32_t braid_image_height(const braid_image *img);
+const uint8_t *braid_image_rgb(const braid_image *img); /* w*h*3 bytes */
+uint64_t braid_image_hash(const braid_image *img);      /* of the size and the pixels (cache key) */
+
 /* ---- state (design.md §5: versioned, checksummed; load validates everything before changing anything) ---- */
 
 /* Sequence s (inputs, attention cells, recurrent state, checkpoints, rollback buffer) as one blob; *data

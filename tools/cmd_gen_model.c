@@ -9,6 +9,7 @@
 
 #include "braid.h"
 #include "commands.h"
+#include "genmodel/gen_mmproj.h"
 #include "genmodel/genmodel.h"
 #include "tensor/dot.h"
 #include "tensor/types.h"
@@ -19,6 +20,7 @@ static void usage(FILE *f) {
             "                       [--vocab FILE|none] [--n-vocab N] [shape overrides]\n"
             "  --arch       architecture (default qwen35):");
     for (const char *const *a = gen_arch_names(); *a; a++) fprintf(f, " %s", *a);
+    fprintf(f, " qwen3vl-mmproj (a vision projector; see below)");
     fprintf(f, "\n  --preset     size (default tiny):");
     for (const char *const *p = gen_preset_names(); *p; p++) fprintf(f, " %s", *p);
     fprintf(f,
@@ -33,7 +35,10 @@ static void usage(FILE *f) {
             "  overrides:   --ctx --layers --embd --ff --heads --heads-kv --head-dim --rot --conv --state\n"
             "               --k-heads --v-heads --inner --interval N, --rope-base X, --eps X, --pattern S\n"
             "               MoE (qwen35moe, qwen3next): --experts --experts-used --ff-exp --ff-shexp N,\n"
-            "               --gate-up 1 (merged ffn_gate_up_exps) or 2, --qkvz 1 (attn_qkv + attn_gate) or 2 (ssm_in)\n");
+            "               --gate-up 1 (merged ffn_gate_up_exps) or 2, --qkvz 1 (attn_qkv + attn_gate) or 2 (ssm_in)\n"
+            "  qwen3vl-mmproj (Qwen3-VL / Qwen3.5 vision projector, for --mmproj): --type f16 (default) or f32,\n"
+            "               --embd E (64) --heads N (4) --ff F (128) --layers L (2) --pos-side S (16)\n"
+            "               --n-text T (the text model's n_embd, 256) --deepstack 0,2 --seed N --std X --eps X\n");
 }
 
 static int parse_i64(const char *opt, const char *v, int64_t *out) {
@@ -60,7 +65,81 @@ static int parse_float(const char *opt, const char *v, float *out) {
     return 1;
 }
 
+/* --arch qwen3vl-mmproj: its own shape options (testkit/genmodel/gen_mmproj.h). */
+static int gen_mmproj_cmd(int argc, char **argv) {
+    gen_mmproj_params p;
+    gen_mmproj_default(&p);
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) {
+            fprintf(stderr, "braid gen-model: %s needs a value\n", a);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int ok = 1;
+        int64_t x = 0;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) out = v;
+        else if (!strcmp(a, "--arch")) continue;
+        else if (!strcmp(a, "--embd")) ok = parse_i64(a, v, &p.n_embd);
+        else if (!strcmp(a, "--heads")) ok = parse_i64(a, v, &p.n_head);
+        else if (!strcmp(a, "--ff")) ok = parse_i64(a, v, &p.n_ff);
+        else if (!strcmp(a, "--layers")) ok = parse_i64(a, v, &p.n_layer);
+        else if (!strcmp(a, "--pos-side")) ok = parse_i64(a, v, &p.pos_side);
+        else if (!strcmp(a, "--n-text") || !strcmp(a, "--text-embd")) ok = parse_i64(a, v, &p.n_text);
+        else if (!strcmp(a, "--std")) ok = parse_float(a, v, &p.std);
+        else if (!strcmp(a, "--eps")) ok = parse_float(a, v, &p.eps);
+        else if (!strcmp(a, "--seed")) {
+            ok = parse_i64(a, v, &x);
+            p.seed = (uint64_t)x;
+        } else if (!strcmp(a, "--type")) {
+            if (!strcmp(v, "f16")) p.type = BRAID_TYPE_F16;
+            else if (!strcmp(v, "f32")) p.type = BRAID_TYPE_F32;
+            else {
+                fprintf(stderr, "braid gen-model: qwen3vl-mmproj --type is f16 or f32, not '%s'\n", v);
+                ok = 0;
+            }
+        } else if (!strcmp(a, "--deepstack")) {
+            const char *c = v;
+            while (ok && *c) {
+                char *end;
+                long l = strtol(c, &end, 10);
+                if (end == c || l < 0 || p.n_deepstack >= GEN_MMPROJ_MAX_LAYERS || (*end && *end != ',')) {
+                    fprintf(stderr, "braid gen-model: --deepstack wants layer numbers like 0,2, got '%s'\n", v);
+                    ok = 0;
+                    break;
+                }
+                p.deepstack[p.n_deepstack++] = (int32_t)l;
+                c = *end ? end + 1 : end;
+            }
+        } else {
+            fprintf(stderr, "braid gen-model: unknown option %s for qwen3vl-mmproj\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (!ok) return 2;
+    }
+    if (!out) {
+        fprintf(stderr, "braid gen-model: -o FILE is required\n");
+        return 2;
+    }
+    uint64_t n = 0;
+    braid_status s = gen_mmproj_write(&p, out, &n);
+    if (s != BRAID_OK) {
+        fprintf(stderr, "braid gen-model: %s: %s\n", braid_status_name(s), braid_last_error());
+        return 1;
+    }
+    printf("wrote %s: qwen3vl-mmproj, seed %llu, %s matrices: embd %lld heads %lld ff %lld layers %lld pos-side %lld "
+           "n-text %lld deepstack %d, %.2f M parameters\n",
+           out, (unsigned long long)p.seed, p.type == BRAID_TYPE_F16 ? "f16" : "f32", (long long)p.n_embd,
+           (long long)p.n_head, (long long)p.n_ff, (long long)p.n_layer, (long long)p.pos_side, (long long)p.n_text,
+           p.n_deepstack, (double)n / 1e6);
+    return 0;
+}
+
 static int cmd_gen_model(int argc, char **argv) {
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--arch") && !strcmp(argv[i + 1], "qwen3vl-mmproj")) return gen_mmproj_cmd(argc, argv);
     gen_params p;
     gen_params_default(&p);
     const char *out = NULL;

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "genmodel/gen_arch.h"
+#include "genmodel/gen_rng.h"
 #include "tensor/types.h"
 
 static const gen_arch *const gen_archs[] = {&gen_arch_qwen35, &gen_arch_mamba2, &gen_arch_nemotron_h,
@@ -223,23 +224,6 @@ braid_status gen_tensor3(gen_plan *p, gen_init init, int64_t ne0, int64_t ne1, i
 }
 
 /* ---- weights ---------------------------------------------------------------------------------------- */
-
-/* splitmix64: one 64-bit draw per value; statistically fine for weights and fast enough for 1e9 values. */
-static inline uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* An approximately standard normal value: the sum of four 16-bit uniforms (Irwin-Hall), centred and scaled
- * to unit variance. Bounded by ±3.46, which suits weights (no outliers) and costs one draw. */
-static inline float rng_normal(uint64_t *s) {
-    uint64_t r = rng_next(s);
-    uint32_t sum = (uint32_t)(r & 0xffff) + (uint32_t)((r >> 16) & 0xffff) + (uint32_t)((r >> 32) & 0xffff) +
-                   (uint32_t)(r >> 48);
-    return ((float)sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
-}
 
 static void draw_row(const gen_tensor_desc *d, float std, uint64_t *s, float *row) {
     int64_t n = d->ne[0];
