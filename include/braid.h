@@ -225,7 +225,7 @@ BRAID_NODISCARD braid_status braid_seq_checkpoint(braid_context *ctx, braid_seq_
  * written) if nx or ny < 1, out is NULL, or a position would leave 0 .. 2^29. */
 braid_pos braid_image_positions(const braid_model *model, braid_pos t0, int32_t nx, int32_t ny, braid_pos *out);
 
-/* ---- images (src/vision/) ------------------------------------------------------------------------------ */
+/* ---- images and the vision encoder (src/vision/) --------------------------------------------------------- */
 
 /* A decoded picture: RGB, 8 bits a channel, rows top to bottom. */
 typedef struct braid_image braid_image;
@@ -248,6 +248,34 @@ int32_t braid_image_width(const braid_image *img);
 int32_t braid_image_height(const braid_image *img);
 const uint8_t *braid_image_rgb(const braid_image *img); /* w*h*3 bytes */
 uint64_t braid_image_hash(const braid_image *img);      /* of the size and the pixels (cache key) */
+
+/* A vision projector ("mmproj" GGUF, general.architecture clip): a ViT and a merger that turn an image into
+ * rows of the text model's input width. Supported: clip.projector_type qwen3vl_merger (Qwen3-VL, Qwen3.5),
+ * F32 / F16 / BF16 weights, with or without deepstack layers. Immutable once loaded; one encode at a time. */
+typedef struct braid_mmproj braid_mmproj;
+
+typedef struct braid_mmproj_params {
+    int32_t image_min_tokens; /* rows per image at least / at most (0: the projector's defaults, 8 and 4096 */
+    int32_t image_max_tokens; /* for qwen3vl_merger, as llama.cpp) */
+    uint32_t n_threads;       /* threads of the encoder, 0 .. BRAID_MAX_THREADS (0: online cores) */
+} braid_mmproj_params;
+
+braid_mmproj_params braid_mmproj_default_params(void);
+BRAID_NODISCARD braid_status braid_mmproj_load(const char *path, const braid_mmproj_params *params,
+                                               braid_mmproj **out);
+void braid_mmproj_free(braid_mmproj *mm);
+/* Floats per output row: the text model's n_embd, times 1 + the deepstack layers if any. */
+int32_t braid_mmproj_n_embd(const braid_mmproj *mm);
+/* BRAID_OK if the rows can feed model (width = its n_embd, M-RoPE positions); else BRAID_E_MISMATCH with the
+ * reason (e.g. a deepstack projector for a text model that does not use deepstack, as Qwen3.5). */
+BRAID_NODISCARD braid_status braid_mmproj_check_model(const braid_mmproj *mm, const braid_model *model);
+/* The grid the image is encoded to: nx x ny rows (after the resize to the encoder's multiples). */
+BRAID_NODISCARD braid_status braid_mmproj_image_grid(const braid_mmproj *mm, const braid_image *img, int32_t *nx,
+                                                     int32_t *ny);
+/* Encodes img: *rows gets nx*ny rows of braid_mmproj_n_embd floats, row-major over the grid (release with
+ * braid_free). */
+BRAID_NODISCARD braid_status braid_mmproj_encode(braid_mmproj *mm, const braid_image *img, float **rows,
+                                                 int32_t *nx, int32_t *ny);
 
 /* ---- state (design.md §5: versioned, checksummed; load validates everything before changing anything) ---- */
 
@@ -518,6 +546,21 @@ void braid_gen_free(braid_gen *g);
  * is decoded in n_batch chunks, and a checkpoint is taken at the end. Leaves the logits of the last token for
  * braid_gen_run. */
 BRAID_NODISCARD braid_status braid_gen_prompt(braid_gen *g, const braid_token *tokens, int32_t n);
+/* One piece of a multimodal prompt: text tokens (tokens, n_tokens), or an image span (embd: nx*ny rows of
+ * the model's n_embd floats, row-major over the grid, e.g. from braid_mmproj_encode) placed at M-RoPE grid
+ * positions (braid_image_positions at the sequence's next position). */
+typedef struct braid_prompt_part {
+    const braid_token *tokens;
+    int32_t n_tokens;
+    const float *embd;
+    int32_t nx, ny;
+} braid_prompt_part;
+
+/* braid_gen_prompt for a prompt of text and images: the sequence ends up holding exactly the parts' inputs.
+ * The longest common prefix with what the sequence holds is kept (an image matches when its rows are equal;
+ * a prefix never ends inside an image), the rest is decoded in n_batch chunks, and a checkpoint is taken
+ * before and after every image span and at the end, so a later truncation never replays an image. */
+BRAID_NODISCARD braid_status braid_gen_prompt_parts(braid_gen *g, const braid_prompt_part *parts, int32_t n_parts);
 /* Samples and decodes until end of generation, n_predict tokens, a stop string, the context (without shift)
  * or a cancel; the sequence then holds prompt + the emitted tokens except the last (not yet decoded), and a
  * checkpoint is taken. */

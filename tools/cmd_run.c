@@ -17,6 +17,7 @@
 #include "braid.h"
 #include "commands.h"
 #include "gen_opts.h"
+#include "image_prompt.h"
 #include "tool_util.h"
 
 static void run_usage(FILE *f) {
@@ -27,10 +28,12 @@ static void run_usage(FILE *f) {
                "  (-c defaults to prompt + N, at least 4096 with --session; --json prints one object: prompt_tokens, tokens, text, stop,\n"
                "  timings, context_shifts, speculative, session_reused_tokens)\n");
     gen_opts_usage(f);
+    img_opts_usage(f);
 }
 
 typedef struct {
     gen_opts g;
+    img_opts img;
     const char *prompt, *prompt_file;
     int no_bos;
 } run_opts;
@@ -49,6 +52,9 @@ static int run_parse(int argc, char **argv, run_opts *o) {
         int r = gen_opts_parse("run", argc, argv, &i, &o->g);
         if (r < 0) return 2;
         if (r > 0) continue;
+        r = img_opts_parse("run", argc, argv, &i, &o->img);
+        if (r < 0) return 2;
+        if (r > 0) continue;
         if ((!strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file")) &&
             i + 1 < argc) {
             if (a[1] == 'p' || a[2] == 'p') o->prompt = argv[++i];
@@ -60,6 +66,10 @@ static int run_parse(int argc, char **argv, run_opts *o) {
     }
     if (!o->prompt == !o->prompt_file) {
         fprintf(stderr, "braid run: give the prompt with exactly one of -p or -f\n");
+        return 2;
+    }
+    if ((o->img.n_images || o->img.dump) && !o->img.mmproj) {
+        fprintf(stderr, "braid run: --image and --dump-image-embd need --mmproj FILE\n");
         return 2;
     }
     return 0;
@@ -163,10 +173,39 @@ static int cmd_run(int argc, char **argv) {
     braid_gen *g = NULL;
     braid_token *toks = NULL;
     size_t n_toks = 0;
+    braid_mmproj *mm = NULL;
+    img_prompt ip;
+    memset(&ip, 0, sizeof ip);
+    const int with_images = o.img.mmproj != NULL;
+    braid_status s = BRAID_OK;
     if (!gen_setup_models("run", &o.g, &su)) goto done;
+    if (with_images) {
+        if (!img_load_mmproj("run", &o.img, su.model, o.g.n_threads, &mm)) goto done;
+        FILE *dump = o.img.dump ? fopen(o.img.dump, "wb") : NULL;
+        if (o.img.dump && !dump) {
+            fprintf(stderr, "braid run: cannot write %s\n", o.img.dump);
+            goto done;
+        }
+        int ok = img_prompt_build("run", su.model, mm, prompt, prompt_len, o.img.images, o.img.n_images, !o.no_bos,
+                                  dump, &ip);
+        if (dump && fclose(dump) != 0 && ok) {
+            fprintf(stderr, "braid run: cannot write %s\n", o.img.dump);
+            ok = 0;
+        }
+        if (!ok) goto done;
+        /* the text tokens, for --json's prompt_tokens */
+        toks = malloc(((size_t)ip.n_inputs + 1) * sizeof *toks);
+        if (!toks) {
+            report("prompt", BRAID_E_NOMEM);
+            goto done;
+        }
+        for (int32_t k = 0; k < ip.n_parts; k++)
+            for (int32_t j = 0; j < ip.parts[k].n_tokens; j++) toks[n_toks++] = ip.parts[k].tokens[j];
+        goto tokenized;
+    }
 
     /* Tokenize: ask for the size first, then fill. */
-    braid_status s = braid_tokenize(su.model, prompt, prompt_len, !o.no_bos, 1, NULL, 0, &n_toks);
+    s = braid_tokenize(su.model, prompt, prompt_len, !o.no_bos, 1, NULL, 0, &n_toks);
     if (s != BRAID_OK && s != BRAID_E_RANGE) {
         report("tokenize", s);
         goto done;
@@ -185,11 +224,17 @@ static int cmd_run(int argc, char **argv) {
         fprintf(stderr, "braid run: the prompt is empty (no tokens) and the model adds no start token\n");
         goto done;
     }
-    int64_t want = (int64_t)n_toks + o.g.n_predict;
+tokenized:;
+    const size_t n_inputs = with_images ? (size_t)ip.n_inputs : n_toks;
+    if (n_inputs == 0) {
+        fprintf(stderr, "braid run: the prompt is empty\n");
+        goto done;
+    }
+    int64_t want = (int64_t)n_inputs + o.g.n_predict;
     if (o.g.session && want < 4096) want = 4096; /* room for what an earlier run saved, not just this prompt */
     uint32_t n_ctx = (uint32_t)(o.g.n_ctx ? o.g.n_ctx : (want < 16 ? 16 : want > INT32_MAX / 2 ? INT32_MAX / 2 : want));
-    if (n_toks > n_ctx && !o.g.ctx_shift) {
-        fprintf(stderr, "braid run: the prompt has %zu tokens, more than the context (%u); raise --ctx\n", n_toks,
+    if (n_inputs > n_ctx && (!o.g.ctx_shift || with_images)) {
+        fprintf(stderr, "braid run: the prompt has %zu inputs, more than the context (%u); raise --ctx\n", n_inputs,
                 n_ctx);
         goto done;
     }
@@ -199,7 +244,7 @@ static int cmd_run(int argc, char **argv) {
     if (o.g.session) session_ok = gen_session_load("run", su.ctx, o.g.session) >= 0;
     braid_gen_params gp = gen_opts_params(&o.g, &su);
     progress prog = {.tty = isatty(STDERR_FILENO), .t0 = tool_now_seconds()};
-    if (n_toks > (size_t)o.g.n_batch) {
+    if (n_inputs > (size_t)o.g.n_batch) {
         gp.on_progress = show_progress;
         gp.progress_user = &prog;
     }
@@ -209,7 +254,7 @@ static int cmd_run(int argc, char **argv) {
         report("generator", s);
         goto done;
     }
-    s = braid_gen_prompt(g, toks, (int32_t)n_toks);
+    s = with_images ? braid_gen_prompt_parts(g, ip.parts, ip.n_parts) : braid_gen_prompt(g, toks, (int32_t)n_toks);
     if (prog.shown && prog.tty) fputc('\n', stderr);
     if (s != BRAID_OK) {
         report("decoding the prompt", s);
@@ -234,7 +279,7 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr,
             "prompt: %zu tokens (%d decoded) in %.1f ms (%.2f tok/s) | generation: %d tokens, %d decodes in %.1f ms "
             "(%.2f tok/s) | stop: %s",
-            n_toks, (int)st->decoded_tokens, st->prompt_ms,
+            n_inputs, (int)st->decoded_tokens, st->prompt_ms,
             st->prompt_ms > 0 ? st->decoded_tokens / (st->prompt_ms * 1e-3) : 0.0, (int)st->n_generated,
             (int)st->n_decodes, st->gen_ms, st->gen_ms > 0 ? st->n_generated / (st->gen_ms * 1e-3) : 0.0,
             st->stop[0] ? st->stop : "length");
@@ -247,6 +292,8 @@ static int cmd_run(int argc, char **argv) {
     rc = 0;
 done:
     braid_gen_free(g);
+    img_prompt_free(&ip);
+    braid_mmproj_free(mm);
     gen_setup_free(&su);
     free(toks);
     free(prompt_buf);

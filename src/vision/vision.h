@@ -1,0 +1,63 @@
+/* vision.h — the internal side of the vision encoder (braid_mmproj): the projector's hyperparameters and
+ * weights as loaded from the mmproj GGUF (mmproj.c), the preprocessing of an image into the encoder's input
+ * (preprocess.c) and the ViT + merger forward pass (vit.c). The math is docs reference/vision.md §1, computed
+ * in the order and with the fp16 roundings llama.cpp's CPU path uses, so rows agree with libmtmd's. */
+#ifndef BRAID_VISION_VISION_H
+#define BRAID_VISION_VISION_H
+
+#include <stdint.h>
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "braid.h"
+#include "gguf/gguf.h"
+
+#define BD_VISION_MERGE 2 /* the 2x2 patch merger: qwen3vl's graph hard-codes it */
+
+/* A weight matrix rm[n][k] in a storage type bd_matmul computes with. */
+typedef struct bd_vmat {
+    const void *w;
+    uint32_t type;
+    int64_t n, k;
+} bd_vmat;
+
+typedef struct bd_vit_layer {
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    bd_vmat qkv, out, up, down;
+    const float *qkv_b, *out_b, *up_b, *down_b;
+    int has_ds; /* a deepstack merger taps this layer's output */
+    const float *ds_norm_w, *ds_norm_b, *ds_fc1_b, *ds_fc2_b;
+    bd_vmat ds_fc1, ds_fc2;
+} bd_vit_layer;
+
+struct braid_mmproj {
+    gguf_file *f;
+    /* hyperparameters */
+    int32_t n_embd, n_head, head_dim, n_ff, n_layer, patch, pos_side, n_text, n_ds;
+    float eps, mean[3], std[3];
+    int64_t min_pixels, max_pixels; /* of the resized image */
+    /* weights (pointers into the mapping, except patch_w: the two temporal kernels rounded to fp16 as ggml's
+     * F16 im2col does, owned) */
+    uint16_t *patch_w[2];    /* rm[E][3*P*P], element (c, ky, kx) at c*P*P + ky*P + kx */
+    const float *patch_b;    /* [E] */
+    const float *pos_embd;   /* [S*S][E], grid row-major */
+    bd_vit_layer *layers;    /* [n_layer], owned */
+    const float *post_ln_w, *post_ln_b;
+    bd_vmat mm0, mm2;
+    const float *mm0_b, *mm2_b;
+    bd_threadpool *tp;       /* owned */
+};
+
+/* The resized size (W', H', multiples of patch*2) of a W x H image: vision.md §1.4 step 2. */
+void bd_vision_target_size(const braid_mmproj *mm, int32_t w, int32_t h, int32_t *tw, int32_t *th);
+/* The encoder input of img: planar [3][th][tw] floats, resized (Pillow bicubic), padded and normalized
+ * (§1.4 steps 3-5). *out is allocated (bd_free). */
+BRAID_NODISCARD braid_status bd_vision_preprocess(const braid_mmproj *mm, const braid_image *img, float **out,
+                                                  int32_t *tw, int32_t *th);
+/* The forward pass on preprocessed pixels (tw x th, multiples of 32): rows [nx*ny][n_text*(1+n_ds)] into out. */
+BRAID_NODISCARD braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32_t th, float *out);
+
+/* GELU as ggml computes it on the CPU: through the fp16 table of the tanh approximation (vit.c). */
+void bd_vision_gelu(float *x, int64_t n);
+
+#endif
