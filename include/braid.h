@@ -258,6 +258,9 @@ typedef struct braid_mmproj_params {
     int32_t image_min_tokens; /* rows per image at least / at most (0: the projector's defaults, 8 and 4096 */
     int32_t image_max_tokens; /* for qwen3vl_merger, as llama.cpp) */
     uint32_t n_threads;       /* threads of the encoder, 0 .. BRAID_MAX_THREADS (0: online cores) */
+    uint64_t cache_bytes;     /* rows of recently encoded images kept by content (braid_image_hash), so a
+                               * chat that shows the conversation's images again each turn encodes each once;
+                               * least recently used dropped first (default 256 MiB; 0: the default; 1: off) */
 } braid_mmproj_params;
 
 braid_mmproj_params braid_mmproj_default_params(void);
@@ -273,9 +276,11 @@ BRAID_NODISCARD braid_status braid_mmproj_check_model(const braid_mmproj *mm, co
 BRAID_NODISCARD braid_status braid_mmproj_image_grid(const braid_mmproj *mm, const braid_image *img, int32_t *nx,
                                                      int32_t *ny);
 /* Encodes img: *rows gets nx*ny rows of braid_mmproj_n_embd floats, row-major over the grid (release with
- * braid_free). */
+ * braid_free). An image whose size and pixels equal a cached one's gets a copy of its rows (the same bits). */
 BRAID_NODISCARD braid_status braid_mmproj_encode(braid_mmproj *mm, const braid_image *img, float **rows,
                                                  int32_t *nx, int32_t *ny);
+/* How many braid_mmproj_encode calls were served from the cache, and how many encoded. */
+void braid_mmproj_cache_stats(const braid_mmproj *mm, uint64_t *hits, uint64_t *misses);
 
 /* ---- state (design.md §5: versioned, checksummed; load validates everything before changing anything) ---- */
 

@@ -22,6 +22,7 @@
 #include "chat_render.h"
 #include "commands.h"
 #include "gen_opts.h"
+#include "image_prompt.h"
 #include "tool_util.h"
 
 static void chat_usage(FILE *f) {
@@ -30,12 +31,15 @@ static void chat_usage(FILE *f) {
                "  --chat-template-file FILE   render with this Jinja template instead of the model's\n"
                "  --chat-template-kwargs JSON extra template variables, e.g. '{\"enable_thinking\": false}'\n"
                "  (-n is the most tokens per reply; -c defaults to 4096; --json prints one object per turn)\n"
-               "  commands: /save FILE, /load FILE, /reset, /stats, /quit\n");
+               "  commands: /save FILE, /load FILE, /reset, /stats, /quit, /image FILE (with --mmproj: the image\n"
+               "  goes into the next message)\n");
     gen_opts_usage(f);
+    img_opts_usage(f);
 }
 
 typedef struct {
     gen_opts g;
+    img_opts img;
     const char *system;
     const char *template_file; /* --chat-template-file */
     const char *kwargs;        /* --chat-template-kwargs */
@@ -84,6 +88,10 @@ typedef struct {
     int session_ok;
     braid_token *toks;
     size_t cap_toks;
+    /* images (--mmproj): the conversation's, in the order of their markers, and those for the next message */
+    braid_mmproj *mm;
+    char *images[IMG_MAX];
+    int n_images, n_pending;
 } chat;
 
 static int fail(const char *what, braid_status s) {
@@ -141,13 +149,49 @@ static int print_turn_json(chat *ch, const char *text, size_t len) {
     return 1;
 }
 
+/* The conversation with its images as prompt parts (the images' rows come from the projector's cache after
+ * the first time), decoded by braid_gen_prompt_parts: the common prefix includes earlier images. */
+static braid_status prompt_with_images(chat *ch) {
+    char *text = NULL;
+    size_t len = 0;
+    if (!chat_render(&ch->tmpl, ch->su.model, ch->cv.msgs, ch->cv.n, 1, &text, &len)) return BRAID_E_FORMAT;
+    img_prompt ip;
+    int ok = img_prompt_build("chat", ch->su.model, ch->mm, text, len, (const char *const *)ch->images, ch->n_images,
+                              0, NULL, &ip);
+    free(text);
+    if (!ok) return BRAID_E_INVALID;
+    braid_status s = braid_gen_prompt_parts(ch->g, ip.parts, ip.n_parts);
+    img_prompt_free(&ip);
+    if (s != BRAID_OK) fail("decoding the prompt", s);
+    return s;
+}
+
 /* One user turn: render, reuse, decode, reply. */
 static int do_turn(chat *ch, const char *line) {
     size_t keep = ch->cv.n;
-    if (!convo_add(&ch->cv, "user", line, strlen(line))) return fail("turn", BRAID_E_NOMEM);
+    int keep_images = ch->n_images - ch->n_pending;
+    /* the images given with /image go before the text of this message */
+    size_t ml = strlen(IMG_MARKER), ll = strlen(line);
+    char *content = malloc((size_t)ch->n_pending * ml + ll + 1);
+    if (!content) return fail("turn", BRAID_E_NOMEM);
+    for (int i = 0; i < ch->n_pending; i++) memcpy(content + (size_t)i * ml, IMG_MARKER, ml);
+    memcpy(content + (size_t)ch->n_pending * ml, line, ll + 1);
+    ch->n_pending = 0;
+    int added = convo_add(&ch->cv, "user", content, strlen(content));
+    free(content);
     size_t n = 0;
-    if (!tokenize_convo(ch, &n)) goto undo;
-    braid_status s = braid_gen_prompt(ch->g, ch->toks, (int32_t)n);
+    braid_status s;
+    if (!added) {
+        fail("turn", BRAID_E_NOMEM);
+        goto undo;
+    }
+    if (ch->mm) {
+        if (prompt_with_images(ch) != BRAID_OK) goto undo;
+        s = BRAID_OK;
+    } else {
+        if (!tokenize_convo(ch, &n)) goto undo;
+        s = braid_gen_prompt(ch->g, ch->toks, (int32_t)n);
+    }
     if (s != BRAID_OK) {
         fail("decoding the prompt", s);
         goto undo;
@@ -174,7 +218,37 @@ static int do_turn(chat *ch, const char *line) {
     return 1;
 undo:
     convo_truncate(&ch->cv, keep); /* the memory may hold more: the next turn's common prefix sorts it out */
+    while (ch->n_images > keep_images) free(ch->images[--ch->n_images]); /* this message's images go too */
     return 0;
+}
+
+/* /image FILE: decoded and encoded now (so a bad file is refused with its reason and nothing changes, and the
+ * rows are cached for the turn), attached to the next message. */
+static void add_image(chat *ch, const char *path) {
+    if (!ch->mm) {
+        fprintf(stderr, "braid chat: /image needs a projector (--mmproj FILE)\n");
+        return;
+    }
+    if (ch->n_images == IMG_MAX) {
+        fprintf(stderr, "braid chat: at most %d images in a conversation\n", IMG_MAX);
+        return;
+    }
+    braid_image *im = NULL;
+    float *rows = NULL;
+    int32_t nx = 0, ny = 0;
+    braid_status s = braid_image_load_file(path, &im);
+    if (s == BRAID_OK) s = braid_mmproj_encode(ch->mm, im, &rows, &nx, &ny);
+    braid_image_free(im);
+    braid_free(rows);
+    char *copy = s == BRAID_OK ? strdup(path) : NULL;
+    if (s == BRAID_OK && !copy) s = BRAID_E_NOMEM;
+    if (s != BRAID_OK) {
+        fprintf(stderr, "braid chat: image %s not added: %s: %s\n", path, braid_status_name(s), braid_last_error());
+        return;
+    }
+    ch->images[ch->n_images++] = copy;
+    ch->n_pending++;
+    fprintf(stderr, "image %s: %d x %d rows, goes with the next message\n", path, nx, ny);
 }
 
 static void print_stats(chat *ch) {
@@ -250,7 +324,10 @@ static int command(chat *ch, const char *line) {
     if (line[0] != '/') return 0;
     if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) return -1;
     if (!strcmp(line, "/stats")) return print_stats(ch), 1;
+    if (!strncmp(line, "/image ", 7)) return add_image(ch, line + 7), 1;
     if (!strcmp(line, "/reset")) {
+        while (ch->n_images) free(ch->images[--ch->n_images]);
+        ch->n_pending = 0;
         convo_truncate(&ch->cv, ch->o.system ? 1 : 0);
         braid_seq_clear(ch->su.ctx, 0);
         ch->turn = 0;
@@ -259,7 +336,8 @@ static int command(chat *ch, const char *line) {
     }
     if (!strncmp(line, "/save ", 6)) return save_chat(ch, line + 6), 1;
     if (!strncmp(line, "/load ", 6)) return load_chat(ch, line + 6), 1;
-    fprintf(stderr, "braid chat: unknown command %s (/save FILE, /load FILE, /reset, /stats, /quit)\n", line);
+    fprintf(stderr, "braid chat: unknown command %s (/save FILE, /load FILE, /reset, /stats, /quit, /image FILE)\n",
+            line);
     return 1;
 }
 
@@ -274,6 +352,9 @@ static int cmd_chat(int argc, char **argv) {
             return 0;
         }
         int r = gen_opts_parse("chat", argc, argv, &i, &ch.o.g);
+        if (r < 0) return chat_usage(stderr), 2;
+        if (r > 0) continue;
+        r = img_opts_parse("chat", argc, argv, &i, &ch.o.img);
         if (r < 0) return chat_usage(stderr), 2;
         if (r > 0) continue;
         if (!strcmp(a, "--system") && i + 1 < argc) {
@@ -298,6 +379,11 @@ static int cmd_chat(int argc, char **argv) {
         !gen_setup_contexts("chat", &ch.o.g, (uint32_t)ch.o.g.n_ctx, &ch.su))
         goto done;
     if (!chat_template_init(&ch.tmpl, ch.su.model, ch.o.template_file, ch.o.kwargs)) goto done;
+    if (ch.o.img.n_images || ch.o.img.dump) {
+        fprintf(stderr, "braid chat: images come with /image FILE during the chat\n");
+        goto done;
+    }
+    if (ch.o.img.mmproj && !img_load_mmproj("chat", &ch.o.img, ch.su.model, ch.o.g.n_threads, &ch.mm)) goto done;
     ch.session_ok = 1;
     if (ch.o.g.session) ch.session_ok = gen_session_load("chat", ch.su.ctx, ch.o.g.session) >= 0;
     braid_gen_params gp = gen_opts_params(&ch.o.g, &ch.su);
@@ -338,6 +424,8 @@ static int cmd_chat(int argc, char **argv) {
 done:
     convo_truncate(&ch.cv, 0);
     chat_template_free(&ch.tmpl);
+    while (ch.n_images) free(ch.images[--ch.n_images]);
+    braid_mmproj_free(ch.mm);
     free(ch.cv.msgs);
     free(ch.toks);
     braid_gen_free(ch.g);

@@ -8,12 +8,13 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/hash.h"
 #include "tensor/types.h"
 #include "vision/image.h"
 #include "vision/vision.h"
 
 braid_mmproj_params braid_mmproj_default_params(void) {
-    braid_mmproj_params p = {0, 0, 0};
+    braid_mmproj_params p = {0, 0, 0, 0};
     return p;
 }
 
@@ -208,6 +209,7 @@ static braid_status load(braid_mmproj *mm, const braid_mmproj_params *p) {
                         p->image_min_tokens, p->image_max_tokens);
     mm->min_pixels = lo * area;
     mm->max_pixels = hi * area;
+    mm->cache_budget = p->cache_bytes == 0 ? (size_t)256 << 20 : p->cache_bytes == 1 ? 0 : (size_t)p->cache_bytes;
     return BRAID_OK;
 }
 
@@ -240,6 +242,8 @@ braid_status braid_mmproj_load(const char *path, const braid_mmproj_params *para
 void braid_mmproj_free(braid_mmproj *mm) {
     if (!mm) return;
     bd_threadpool_free(mm->tp);
+    for (size_t i = 0; i < mm->n_cache; i++) bd_free(mm->cache[i].rows);
+    bd_free(mm->cache);
     bd_free(mm->patch_w[0]);
     bd_free(mm->patch_w[1]);
     bd_free(mm->layers);
@@ -276,13 +280,77 @@ braid_status braid_mmproj_image_grid(const braid_mmproj *mm, const braid_image *
     return BRAID_OK;
 }
 
+/* ---- the rows cache --------------------------------------------------------------------------------------- */
+
+/* A second 64-bit hash of the pixels (another seed), checked on a hit: a false hit needs both to collide. */
+static uint64_t hash2(const braid_image *img) {
+    return bd_hash64(img->rgb, (size_t)img->w * (size_t)img->h * 3, 0x7669736e32ull);
+}
+
+static void cache_drop(braid_mmproj *mm, size_t i) {
+    mm->cache_used -= mm->cache[i].bytes;
+    bd_free(mm->cache[i].rows);
+    memmove(mm->cache + i, mm->cache + i + 1, (mm->n_cache - i - 1) * sizeof *mm->cache);
+    mm->n_cache--;
+}
+
+/* Keeps a copy of rows (most recent last), dropping the oldest past the budget. Best effort: no memory, no copy. */
+static void cache_put(braid_mmproj *mm, const braid_image *img, const float *rows, int32_t nx, int32_t ny) {
+    size_t bytes = (size_t)nx * ny * (size_t)braid_mmproj_n_embd(mm) * sizeof(float);
+    if (bytes > mm->cache_budget) return;
+    while (mm->n_cache && mm->cache_used + bytes > mm->cache_budget) cache_drop(mm, 0);
+    if (mm->n_cache == mm->cap_cache) {
+        size_t nc = mm->cap_cache ? 2 * mm->cap_cache : 8;
+        struct bd_vcache_entry *e = bd_realloc(mm->cache, nc * sizeof *e);
+        if (!e) return;
+        mm->cache = e;
+        mm->cap_cache = nc;
+    }
+    float *copy = bd_malloc(bytes);
+    if (!copy) return;
+    memcpy(copy, rows, bytes);
+    mm->cache[mm->n_cache++] = (struct bd_vcache_entry){img->hash, hash2(img), img->w, img->h, nx, ny, copy, bytes};
+    mm->cache_used += bytes;
+}
+
+/* A copy of the cached rows of img (moved to most recent), or NULL. */
+static float *cache_get(braid_mmproj *mm, const braid_image *img, int32_t *nx, int32_t *ny) {
+    uint64_t h2 = 0;
+    for (size_t i = mm->n_cache; i-- > 0;) {
+        struct bd_vcache_entry e = mm->cache[i];
+        if (e.hash != img->hash || e.w != img->w || e.h != img->h) continue;
+        if (!h2) h2 = hash2(img);
+        if (e.hash2 != h2) continue;
+        float *copy = bd_malloc(e.bytes);
+        if (!copy) return NULL;
+        memcpy(copy, e.rows, e.bytes);
+        memmove(mm->cache + i, mm->cache + i + 1, (mm->n_cache - i - 1) * sizeof *mm->cache);
+        mm->cache[mm->n_cache - 1] = e;
+        *nx = e.nx;
+        *ny = e.ny;
+        return copy;
+    }
+    return NULL;
+}
+
 braid_status braid_mmproj_encode(braid_mmproj *mm, const braid_image *img, float **rows, int32_t *nx, int32_t *ny) {
     if (!mm || !img || !rows) return bd_error(BRAID_E_INVALID, "mmproj: NULL argument");
     *rows = NULL;
+    int32_t gx = 0, gy = 0;
+    float *hit = mm->cache_budget ? cache_get(mm, img, &gx, &gy) : NULL;
+    if (hit) {
+        mm->cache_hits++;
+        *rows = hit;
+        if (nx) *nx = gx;
+        if (ny) *ny = gy;
+        return BRAID_OK;
+    }
+    mm->cache_misses++;
     float *pix = NULL;
     int32_t tw = 0, th = 0;
     BD_TRY(bd_vision_preprocess(mm, img, &pix, &tw, &th));
-    const int32_t gx = tw / (mm->patch * BD_VISION_MERGE), gy = th / (mm->patch * BD_VISION_MERGE);
+    gx = tw / (mm->patch * BD_VISION_MERGE);
+    gy = th / (mm->patch * BD_VISION_MERGE);
     float *out = bd_mallocn((size_t)gx * gy, (size_t)braid_mmproj_n_embd(mm) * sizeof(float));
     braid_status s = out ? BRAID_OK : bd_error(BRAID_E_NOMEM, "mmproj: out of memory for %d x %d rows", gx, gy);
     if (s == BRAID_OK) s = bd_vit_encode(mm, pix, tw, th, out);
@@ -291,8 +359,14 @@ braid_status braid_mmproj_encode(braid_mmproj *mm, const braid_image *img, float
         bd_free(out);
         return s;
     }
+    if (mm->cache_budget) cache_put(mm, img, out, gx, gy);
     *rows = out;
     if (nx) *nx = gx;
     if (ny) *ny = gy;
     return BRAID_OK;
+}
+
+void braid_mmproj_cache_stats(const braid_mmproj *mm, uint64_t *hits, uint64_t *misses) {
+    if (hits) *hits = mm ? mm->cache_hits : 0;
+    if (misses) *misses = mm ? mm->cache_misses : 0;
 }

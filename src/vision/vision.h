@@ -46,6 +46,15 @@ struct braid_mmproj {
     bd_vmat mm0, mm2;
     const float *mm0_b, *mm2_b;
     bd_threadpool *tp;       /* owned */
+    /* rows of recent images by content (mmproj.c): most recently used last */
+    struct bd_vcache_entry {
+        uint64_t hash, hash2;
+        int32_t w, h, nx, ny;
+        float *rows; /* owned */
+        size_t bytes;
+    } *cache;
+    size_t n_cache, cap_cache, cache_used, cache_budget;
+    uint64_t cache_hits, cache_misses;
 };
 
 /* The resized size (W', H', multiples of patch*2) of a W x H image: vision.md §1.4 step 2. */
