@@ -240,11 +240,15 @@ typedef struct braid_image braid_image;
  * (BRAID_E_FORMAT), CMYK JPEG, animated WebP, GIF, BMP (BRAID_E_UNSUPPORTED). On success *out owns the image;
  * release with braid_image_free. */
 BRAID_NODISCARD braid_status braid_image_decode(const void *data, size_t size, braid_image **out);
+/* braid_image_decode of a file's bytes (at most BRAID_IMAGE_MAX_BYTES); a failure names the file. */
 BRAID_NODISCARD braid_status braid_image_load_file(const char *path, braid_image **out);
 /* An image from w*h*3 bytes of RGB (copied). */
 BRAID_NODISCARD braid_status braid_image_from_rgb(int32_t w, int32_t h, const uint8_t *rgb, braid_image **out);
+/* Releases an image. NULL is allowed. */
 void braid_image_free(braid_image *img);
+/* Width in pixels (0 for NULL). */
 int32_t braid_image_width(const braid_image *img);
+/* Height in pixels (0 for NULL). */
 int32_t braid_image_height(const braid_image *img);
 const uint8_t *braid_image_rgb(const braid_image *img); /* w*h*3 bytes */
 uint64_t braid_image_hash(const braid_image *img);      /* of the size and the pixels (cache key) */
@@ -263,9 +267,13 @@ typedef struct braid_mmproj_params {
                                * least recently used dropped first (default 256 MiB; 0: the default; 1: off) */
 } braid_mmproj_params;
 
+/* All fields 0: the projector's token limits, online cores, the default cache. */
 braid_mmproj_params braid_mmproj_default_params(void);
+/* Loads a projector GGUF (params NULL: the defaults). Everything is checked at load (keys, tensor shapes and
+ * types); a file of another projector type or a text model gives the reason. On success *out owns it. */
 BRAID_NODISCARD braid_status braid_mmproj_load(const char *path, const braid_mmproj_params *params,
                                                braid_mmproj **out);
+/* Releases a projector, its threads and its cache. NULL is allowed. */
 void braid_mmproj_free(braid_mmproj *mm);
 /* Floats per output row: the text model's n_embd, times 1 + the deepstack layers if any. */
 int32_t braid_mmproj_n_embd(const braid_mmproj *mm);
