@@ -72,6 +72,7 @@ braid_status braid_gen_prompt_parts(braid_gen *g, const braid_prompt_part *parts
         return bd_error(BRAID_E_FULL, "braid_gen_prompt_parts: the prompt has %lld inputs, the context holds %d",
                         (long long)total, cap);
     const int32_t n = (int32_t)total;
+    g->use_kept = 0; /* the prompt cache's kept logits are for token prompts; these come from the decodes below */
     g->t_prompt0 = bd_gen_now_ms();
     g->emitted_any = 0;
     braid_gen_stats *st = &g->st;
