@@ -9,10 +9,12 @@
  * pair): 8 float chains, plus the integer sums of the block in flight, fit the 16 vector registers.
  *
  * Q8_0 / Q4_0, per block and output: the 8 int32 lane sums (each the 4 products of positions 4l..4l+3), then
- * acc = fma(d_w * d_x, float(sums), acc), the vec_dot's chain. Plain AVX2 forms the products as ggml's
- * vec_dot does, |w| x (a with w's sign) by vpmaddubsw, pairs to int32 by vpmaddwd; the packed activations carry
- * +128, undone once per token and block (shared by the 4 rows). With AVX-VNNI, vpdpbusd multiplies the offset
- * activations by the signed levels directly, seeded with the row's -128 * (sum of levels) correction.
+ * acc = fma(d_w * d_x, float(sums), acc), the vec_dot's chain. Plain AVX2 reads its own layout (gemm_impl.h's
+ * wide one: levels widened to int16 once per token and per prepared row) and forms the sums with two vpmaddwd
+ * and an add, where ggml's sign trick (vpsignb, vpmaddubsw, vpmaddwd) spends three multiply-port uops and one
+ * more vpsignb per row; the integers are exact either way, so the bits are vec_dot's. With AVX-VNNI, vpdpbusd
+ * multiplies the offset activations by the signed levels directly, seeded with the row's -128 * (sum of
+ * levels) correction.
  * K-quants, per run of 32 and output: levels x activations by vpmaddubsw (unsigned levels, signed
  * activations), times the run's scale into int32 by vpmaddwd (plus an add) or AVX-VNNI's vpdpwssd. */
 #include "tensor/gemm_q.h"
@@ -37,45 +39,110 @@ enum { A2_TP = 1 }; /* pairs of tokens per tile (rows: up to 4, the row loops' s
 
 /* ---- Q8_0 / Q4_0 ---- */
 
-/* R prepared rows x the P = 1 pair of tokens at ap (see gemm_impl.h for the records). VNNI: 1 for AVX-VNNI;
- * IDOT(a) the 8 int32 lane sums of one token's block a against the row's (wv: levels, aw: |levels|, cv: the
- * correction). The body is a macro so that each target gets its own copy with its instruction inline. */
-#define Q8A_TILE_BODY(VNNI, IDOT)                                                                                  \
-    __m256 acc[4][2];                                                                                              \
-    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();                                       \
-    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);                                \
-    (void)ones;                                                                                                    \
-    for (int64_t b = 0; b < B; b++) {                                                                              \
-        const uint8_t *rec = ap + (size_t)b * BD_GEMMQ8_REC;                                                       \
-        __m256i a0 = bd_load32(rec), a1 = bd_load32(rec + 32);                                                     \
-        if (!(VNNI)) a0 = _mm256_xor_si256(a0, flip), a1 = _mm256_xor_si256(a1, flip); /* signed again */         \
-        const __m256 ds0 = _mm256_loadu_ps((const float *)(rec + 64)), ds1 = _mm256_loadu_ps((const float *)(rec + 96)); \
-        for (int r = 0; r < R; r++) {                                                                              \
-            const uint8_t *w = wp + (size_t)r * wps + (size_t)b * BD_GEMMQ8_WREC;                                  \
-            const __m256i wv = bd_load32(w), cv = bd_load32(w + 32);                                               \
-            const __m256i aw = _mm256_sign_epi8(wv, wv);                                                           \
-            (void)aw, (void)cv;                                                                                    \
-            const __m256 dv = _mm256_broadcast_ss(&dw[r * B + b]);                                                 \
-            const __m256i i0 = IDOT(a0), i1 = IDOT(a1);                                                            \
-            acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(ds0, dv), _mm256_cvtepi32_ps(i0), acc[r][0]);                \
-            acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(ds1, dv), _mm256_cvtepi32_ps(i1), acc[r][1]);                \
-        }                                                                                                          \
-    }                                                                                                              \
-    for (int r = 0; r < R; r++)                                                                                    \
-        for (int h = 0; h < 2; h++)                                                                                \
-            if (t0 + h < T) y[(t0 + h) * ldy + r] = bd_hsum8(acc[r][h]);
-
-/* vec_dot's products: |w| x (a with w's sign), pairs, then pairs of pairs */
-#define Q8A_IDOT(a) _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(a, wv)), ones)
-/* (a + 128) x w - 128 x w, exact */
-#define Q8V_IDOT(a) _mm256_dpbusd_avx_epi32(cv, a, wv)
-A2_TARGET A2_INLINE void q8a_tile(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap,
-                                  float *y, int64_t ldy, int64_t t0, int64_t T, const int R) {
-    Q8A_TILE_BODY(0, Q8A_IDOT)
-}
+/* AVX-VNNI: R prepared rows x the pair of tokens at ap (the AVX-512 kernels' layout, gemm_impl.h). vpdpbusd
+ * multiplies the offset activations (a + 128) by the signed levels, seeded with the row's -128 x (sum of
+ * levels) correction: exactly vec_dot's integer lane sums. */
 VN_TARGET A2_INLINE void q8v_tile(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap,
                                   float *y, int64_t ldy, int64_t t0, int64_t T, const int R) {
-    Q8A_TILE_BODY(1, Q8V_IDOT)
+    __m256 acc[4][2];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < B; b++) {
+        const uint8_t *rec = ap + (size_t)b * BD_GEMMQ8_REC;
+        const __m256i a0 = bd_load32(rec), a1 = bd_load32(rec + 32);
+        const __m256 ds0 = _mm256_loadu_ps((const float *)(rec + 64)), ds1 = _mm256_loadu_ps((const float *)(rec + 96));
+        for (int r = 0; r < R; r++) {
+            const uint8_t *w = wp + (size_t)r * wps + (size_t)b * BD_GEMMQ8_WREC;
+            const __m256i wv = bd_load32(w), cv = bd_load32(w + 32);
+            const __m256 dv = _mm256_broadcast_ss(&dw[r * B + b]);
+            const __m256i i0 = _mm256_dpbusd_avx_epi32(cv, a0, wv), i1 = _mm256_dpbusd_avx_epi32(cv, a1, wv);
+            acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(ds0, dv), _mm256_cvtepi32_ps(i0), acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(ds1, dv), _mm256_cvtepi32_ps(i1), acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < 2; h++)
+            if (t0 + h < T) y[(t0 + h) * ldy + r] = bd_hsum8(acc[r][h]);
+}
+
+/* Plain AVX2, the wide layout (gemm_impl.h): per block, row and token, two vpmaddwd on int16 levels and an add
+ * give the 8 lane sums (exact, so the same integers as vec_dot's sign trick: |levels| <= 128 x <= 127, the
+ * activation quantizer's range), then the conversion and the fused multiply-add of vec_dot's chain. The scale
+ * products d_w * d_x, rounded as vec_dot rounds them, are formed 8 blocks at a time (one vmulps per row and
+ * token) and read back by broadcast loads, which use the load ports instead of the two multiply ports that
+ * bound this loop. */
+/* Row r of one block: its levels loaded once for the two tokens (activations a00..a11 in registers), two
+ * temporaries per output (the products, then the converted sum and the broadcast scale product dk). The
+ * accumulators are named variables, not an array: gcc stored an array's back to the stack every block. */
+#define Q8W_ROW(r, A0, A1, dk)                                                                                     \
+    if (R > (r)) {                                                                                                 \
+        const __m256i w0 = bd_load32(wr##r), w1 = bd_load32(wr##r + 32);                                            \
+        const __m256 f0 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(a00, w0), _mm256_madd_epi16(a01, w1))); \
+        A0 = _mm256_fmadd_ps(_mm256_broadcast_ss((dk) + 16 * (r)), f0, A0);                                        \
+        const __m256 f1 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(a10, w0), _mm256_madd_epi16(a11, w1))); \
+        A1 = _mm256_fmadd_ps(_mm256_broadcast_ss((dk) + 16 * (r) + 8), f1, A1);                                    \
+        wr##r += BD_GEMMQ8_WREC;                                                                                   \
+    }
+#define Q8W_BLOCK(dk)                                                                                              \
+    do {                                                                                                           \
+        const __m256i a00 = bd_load32(a), a01 = bd_load32(a + 32), a10 = bd_load32(a + 64), a11 = bd_load32(a + 96); \
+        Q8W_ROW(0, c00, c01, dk)                                                                                   \
+        Q8W_ROW(1, c10, c11, dk)                                                                                   \
+        Q8W_ROW(2, c20, c21, dk)                                                                                   \
+        Q8W_ROW(3, c30, c31, dk)                                                                                   \
+        a += BD_GEMMQ8W_REC - 8;                                                                                   \
+    } while (0)
+A2_TARGET A2_INLINE void q8w_tile(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap,
+                                  float *y, int64_t ldy, int64_t t0, int64_t T, const int R) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    const uint8_t *wr0 = wp, *wr1 = wp + wps, *wr2 = wp + 2 * wps, *wr3 = wp + 3 * wps, *a = ap;
+    const float *xs = (const float *)(ap + (size_t)B * (BD_GEMMQ8W_REC - 8)); /* token h's scales at xs + h * B */
+    _Alignas(32) float d[4 * 2 * 8]; /* d[16r + 8h + k]: the scale product of row r, token h, block k of 8 */
+    int64_t b0 = 0;
+    for (; b0 + 8 <= B; b0 += 8) {
+        for (int r = 0; r < R; r++) {
+            const __m256 wd = _mm256_loadu_ps(dw + r * B + b0);
+            _mm256_store_ps(d + 16 * r, _mm256_mul_ps(wd, _mm256_loadu_ps(xs + b0)));
+            _mm256_store_ps(d + 16 * r + 8, _mm256_mul_ps(wd, _mm256_loadu_ps(xs + B + b0)));
+        }
+        for (int k = 0; k < 8; k++) Q8W_BLOCK(d + k);
+    }
+    for (; b0 < B; b0++) { /* the last B % 8 blocks */
+        for (int r = 0; r < R; r++)
+            for (int h = 0; h < 2; h++) d[16 * r + 8 * h] = dw[r * B + b0] * xs[h * B + b0];
+        Q8W_BLOCK(d);
+    }
+    const __m256 c[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < 2; h++)
+            if (t0 + h < T) y[(t0 + h) * ldy + r] = bd_hsum8(c[r][h]);
+}
+#undef Q8W_ROW
+#undef Q8W_BLOCK
+
+/* Packs group g in the wide layout: levels widened once per token, shared by every weight row. Its size is
+ * also enough for the AVX-VNNI layout (128 bytes per pair and block). */
+_Static_assert((int)BD_GEMMQ8W_REC >= (int)BD_GEMMQ8_REC, "the packed buffer holds either layout");
+static size_t q8w_pack_size(int64_t K, int64_t T) {
+    const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
+    return (size_t)groups * (BD_GEMMQ_GROUP / 2) * (size_t)(K / BD_QK8_0) * BD_GEMMQ8W_REC;
+}
+
+A2_TARGET static void q8w_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+    const int64_t B = K / BD_QK8_0;
+    const size_t aps = (size_t)B * BD_GEMMQ8W_REC;
+    uint8_t *out = (uint8_t *)packed + (size_t)g * (BD_GEMMQ_GROUP / 2) * aps;
+    for (int p = 0; p < BD_GEMMQ_GROUP / 2; p++) {
+        uint8_t *o = out + (size_t)p * aps;
+        float *xs = (float *)(o + (size_t)B * (BD_GEMMQ8W_REC - 8));
+        for (int h = 0; h < 2; h++) {
+            const int64_t t = g * BD_GEMMQ_GROUP + 2 * p + h;
+            const bd_block_q8_0 *x = t < T ? (const bd_block_q8_0 *)(xq + (size_t)t * xrow) : NULL;
+            for (int64_t b = 0; b < B; b++) {
+                bd_gemmq8_widen(x ? bd_load32(x[b].qs) : _mm256_setzero_si256(), o + (size_t)b * (BD_GEMMQ8W_REC - 8) + 64 * h);
+                xs[h * B + b] = x ? bd_h2f(x[b].d) : 0.0f;
+            }
+        }
+    }
 }
 
 #define Q8_TILE_FN(PFX, TGT, R)                                                                                     \
@@ -84,15 +151,15 @@ VN_TARGET A2_INLINE void q8v_tile(const uint8_t *wp, size_t wps, const float *dw
         (void)aps;                                                                                                 \
         PFX##_tile(wp, wps, dw, B, ap, y, ldy, t0, T, R);                                                          \
     }
-Q8_TILE_FN(q8a, A2_TARGET, 1)
-Q8_TILE_FN(q8a, A2_TARGET, 2)
-Q8_TILE_FN(q8a, A2_TARGET, 3)
-Q8_TILE_FN(q8a, A2_TARGET, 4)
+Q8_TILE_FN(q8w, A2_TARGET, 1)
+Q8_TILE_FN(q8w, A2_TARGET, 2)
+Q8_TILE_FN(q8w, A2_TARGET, 3)
+Q8_TILE_FN(q8w, A2_TARGET, 4)
 Q8_TILE_FN(q8v, VN_TARGET, 1)
 Q8_TILE_FN(q8v, VN_TARGET, 2)
 Q8_TILE_FN(q8v, VN_TARGET, 3)
 Q8_TILE_FN(q8v, VN_TARGET, 4)
-static const bd_gemmq8_tile_fn q8a_tiles[4] = {q8a_tile_1, q8a_tile_2, q8a_tile_3, q8a_tile_4};
+static const bd_gemmq8_tile_fn q8w_tiles[4] = {q8w_tile_1, q8w_tile_2, q8w_tile_3, q8w_tile_4};
 static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_3, q8v_tile_4};
 
 /* ---- K-quants ---- */
@@ -275,9 +342,17 @@ int bd_gemmq_avx_vnni_override(int on) {
 
 int bd_gemmq_uses_avx_vnni(void) { return use_vnni(); }
 
+/* The two layouts differ, so packing and rows follow the same choice (a test may switch AVX-VNNI between
+ * calls, never within one). The packed size is the larger of the two. */
+static void q8a_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+    if (use_vnni()) bd_gemmq8_pack(xq, xrow, K, T, g, packed);
+    else q8w_pack(xq, xrow, K, T, g, packed);
+}
+
 static void q8a_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
                      int64_t r0, int64_t r1, float *y, int64_t ldy) {
-    bd_gemmq8_rows_with(use_vnni() ? q8v_tiles : q8a_tiles, A2_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
+    if (use_vnni()) bd_gemmq8_rows_with(q8v_tiles, A2_TP, 0, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
+    else bd_gemmq8_rows_with(q8w_tiles, A2_TP, 1, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
 }
 
 static void ka_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
@@ -289,7 +364,7 @@ static void ka_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, co
     bd_gemmk_rows_with(tiles, A2_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
 }
 
-static const bd_gemmq_ops q8a_ops = {bd_gemmq8_pack_size, bd_gemmq8_pack, q8a_rows, BD_GEMMQ8_MAX_K, NULL};
+static const bd_gemmq_ops q8a_ops = {q8w_pack_size, q8a_pack, q8a_rows, BD_GEMMQ8_MAX_K, NULL};
 static const bd_gemmq_ops k45a_ops = {bd_gemmk_pack_size, bd_gemmk45_pack, ka_rows, BD_GEMMK45_MAX_K,
                                       a2_quantize_q8_K};
 static const bd_gemmq_ops k6a_ops = {bd_gemmk_pack_size, bd_gemmk6_pack, ka_rows, BD_GEMMK6_MAX_K, a2_quantize_q8_K};

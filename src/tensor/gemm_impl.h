@@ -55,9 +55,29 @@ typedef void (*bd_gemmq8_tile_fn)(const uint8_t *wp, size_t wps, const float *dw
                                   size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T);
 size_t bd_gemmq8_pack_size(int64_t K, int64_t T);
 void bd_gemmq8_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed);
-/* Rows [r0, r1) with tiles[(R - 1) * tp + P - 1] for R rows x P pairs (P <= tp). */
-void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, uint32_t wtype, const uint8_t *W, size_t wrow,
-                         int64_t K, const void *packed, int64_t T, int64_t r0, int64_t r1, float *y, int64_t ldy);
+/* Rows [r0, r1) with tiles[(R - 1) * tp + P - 1] for R rows x P pairs (P <= tp); wide: the layout below. */
+void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, int wide, uint32_t wtype, const uint8_t *W,
+                         size_t wrow, int64_t K, const void *packed, int64_t T, int64_t r0, int64_t r1, float *y,
+                         int64_t ldy);
+
+/* The wide layout, for plain AVX2 (no VNNI; gemm_avx2.c): levels as int16, so that one vpmaddwd forms two of a
+ * lane's four products and a second one the other two (two multiply uops per 32 products, where the sign
+ * trick of ggml's vec_dot takes three). Per pair of tokens: B records of BD_GEMMQ8W_REC - 8 bytes (token 0's
+ * then token 1's 32 levels, 64 bytes each, as bd_gemmq8_widen orders them), then token 0's B block scales and
+ * token 1's (floats). Prepared weight rows: BD_GEMMQ8_WREC = 64 bytes per block, the widened levels. */
+enum { BD_GEMMQ8W_REC = 136 };
+/* The 32 int8 levels q (element j in byte j) as 32 int16 at out: first the pairs (4l, 4l + 1) of l = 0..7,
+ * then the pairs (4l + 2, 4l + 3), so vpmaddwd on each half leaves in int32 lane l a partial sum of lane l of
+ * the vec_dot (elements 4l..4l+3). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void bd_gemmq8_widen(__m256i q,
+                                                                                                   uint8_t *out) {
+    const __m256i even_odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    /* int32 lane d of lo / hi: elements (2d, 2d + 1) / (16 + 2d, 17 + 2d), then even lanes before odd ones */
+    const __m256i lo = _mm256_permutevar8x32_epi32(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), even_odd);
+    const __m256i hi = _mm256_permutevar8x32_epi32(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1)), even_odd);
+    _mm256_storeu_si256((__m256i *)out, _mm256_permute2x128_si256(lo, hi, 0x20));
+    _mm256_storeu_si256((__m256i *)(out + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+}
 
 /* ---- K-quants against Q8_K (gemm_k.c's layouts, which its top comment describes; the AVX2 kernels read the
  * same ones). A packed pair of tokens per super-block is BD_GEMMK_REC bytes: runs of 32 at 64 * s + 32 * h

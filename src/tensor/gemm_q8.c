@@ -60,9 +60,10 @@ BD_TARGET_AVX2 void bd_gemmq8_pack(const uint8_t *xq, size_t xrow, int64_t K, in
 }
 
 /* Rows [0, nr) of W into wp (nr * B records) and dw (nr * B block scales). The correction is computed
- * without VNNI (the sum of the 4 weights of a lane times -128), so the AVX2 kernels can share this layout. */
+ * without VNNI (the sum of the 4 weights of a lane times -128), so the AVX-VNNI kernels can share this layout;
+ * wide: the plain AVX2 layout instead (the levels as int16, gemm_impl.h). */
 BD_TARGET_AVX2 static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, uint8_t *wp,
-                                   float *dw) {
+                                   float *dw, int wide) {
     const __m256i zero = _mm256_setzero_si256(), eight = _mm256_set1_epi8(8);
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     const __m128i low4 = _mm_set1_epi8(0x0F);
@@ -83,10 +84,14 @@ BD_TARGET_AVX2 static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow
                 q = _mm256_sub_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1), eight);
             }
             uint8_t *rec = wp + ((size_t)r * (size_t)B + (size_t)b) * Q8_WREC;
+            dw[r * B + b] = _cvtsh_ss(d);
+            if (wide) {
+                bd_gemmq8_widen(q, rec);
+                continue;
+            }
             _mm256_storeu_si256((__m256i *)rec, q);
             const __m256i sum4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
             _mm256_storeu_si256((__m256i *)(rec + 32), _mm256_sub_epi32(zero, _mm256_slli_epi32(sum4, 7)));
-            dw[r * B + b] = _cvtsh_ss(d);
         }
     }
 }
@@ -159,10 +164,11 @@ static const bd_gemmq8_tile_fn q8_tiles[Q8_TR][Q8_TP] = {{q8_tile_1_1, q8_tile_1
 
 /* The row loop shared with the AVX2 kernels (gemm_impl.h): blocks of rows prepared on the stack, token blocks
  * that stay in L2, the tile of each level from its table. */
-void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, uint32_t wtype, const uint8_t *W, size_t wrow,
-                         int64_t K, const void *packed, int64_t T, int64_t r0, int64_t r1, float *y, int64_t ldy) {
+void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, int wide, uint32_t wtype, const uint8_t *W,
+                         size_t wrow, int64_t K, const void *packed, int64_t T, int64_t r0, int64_t r1, float *y,
+                         int64_t ldy) {
     const int64_t B = K / BD_QK8_0, npairs = (T + 1) / 2;
-    const size_t wps = (size_t)B * Q8_WREC, aps = (size_t)B * Q8_REC;
+    const size_t wps = (size_t)B * Q8_WREC, aps = (size_t)B * (wide ? BD_GEMMQ8W_REC : Q8_REC);
     /* rows per prepared block: records and scales within Q8_PREP (rows_max guarantees at least 4) */
     int64_t rb = (Q8_PREP / (int64_t)(wps + (size_t)B * sizeof(float))) & ~(int64_t)3;
     if (rb > 64) rb = 64;
@@ -174,7 +180,7 @@ void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, uint32_t wtype,
         const int64_t p1 = p0 + tb < npairs ? p0 + tb : npairs;
         for (int64_t rs = r0; rs < r1; rs += rb) {
             const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
-            q8_prep(wtype, W + (size_t)rs * wrow, wrow, B, nr, wp, dw);
+            q8_prep(wtype, W + (size_t)rs * wrow, wrow, B, nr, wp, dw, wide);
             const int64_t next = r1 - (rs + nr) < rb ? r1 - (rs + nr) : rb, steps = (p1 - p0 + tp - 1) / tp;
             for (int64_t p = p0; p < p1; p += tp) {
                 const int np = (int)(p1 - p < tp ? p1 - p : tp);
@@ -192,7 +198,7 @@ void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, uint32_t wtype,
 
 static void q8_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
                     int64_t r0, int64_t r1, float *y, int64_t ldy) {
-    bd_gemmq8_rows_with(&q8_tiles[0][0], Q8_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
+    bd_gemmq8_rows_with(&q8_tiles[0][0], Q8_TP, 0, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
 }
 
 static const bd_gemmq_ops q8_ops = {bd_gemmq8_pack_size, bd_gemmq8_pack, q8_rows, BD_GEMMQ8_MAX_K, NULL};
