@@ -3,8 +3,9 @@
  * Alder Lake and later client CPUs, Zen 5) where CPUID has it. Every output is bit-identical to the type's
  * vec_dot (dot.h), as the AVX-512 kernels' are.
  *
- * They read the AVX-512 kernels' layouts (gemm_impl.h): activations packed by pairs of tokens, weight rows
- * prepared per block of rows, and their row loops; only the register tiles differ. A 256-bit vector holds one
+ * They read the AVX-512 kernels' layouts (gemm_impl.h; plain AVX2 Q8_0 / Q4_0 its own wide one): activations
+ * packed by pairs of tokens, weight rows prepared per block of rows, and their row loops; only the register
+ * tiles differ. A 256-bit vector holds one
  * output's 8 float lanes (one token against one weight row), so a tile is up to 4 rows x 2 tokens (one packed
  * pair): 8 float chains, plus the integer sums of the block in flight, fit the 16 vector registers.
  *
@@ -166,68 +167,89 @@ static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_
 
 /* R prepared rows x one packed pair of tokens; KIND 4, 5, 6 for Q4_K, Q5_K, Q6_K (layouts in gemm_impl.h and
  * gemm_k.c). Per super-block: the integer lanes of both tokens for each row (Q6_K seeded with its -32 offset),
- * the mins chain (Q4_K / Q5_K, both tokens in one vector: lanes 4h..4h+3 are token h's), then the main FMA. */
-#define K_TILE_BODY(K_DPWSSD)                                                                                          \
-    const int q6 = kind == 6;                                                                                      \
-    __m256 acc[4][2], macc[4];                                                                                     \
-    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = macc[r] = _mm256_setzero_ps();                             \
-    for (int64_t i = 0; i < NB; i++) {                                                                             \
-        const uint8_t *arec = ap + (size_t)i * BD_GEMMK_REC, *wrec_i = wp + (size_t)i * wrec;                      \
-        __m256i is[4][2];                                                                                          \
+ * the mins chain (Q4_K / Q5_K, both tokens in one vector: lanes 4h..4h+3 are token h's), then the main FMA.
+ * The 8 integer accumulators are named variables that stay in registers through the 8 runs, with the two
+ * activation runs, a row's levels and scale and a temporary (14 of the 16 vector registers); the float
+ * chains live in memory (fm, mm: one load and store per super-block, exact). As arrays in registers, gcc
+ * spilled the integer accumulators inside the run loop: 2.4 cycles per run and output where the vpmaddubsw +
+ * vpmaddwd pair needs one. */
+#define K_RUN_ROW(r, I0, I1, K_DPWSSD)                                                                             \
+    if (R > (r)) {                                                                                                 \
+        const uint8_t *w = wrec_i + (r) * wps;                                                                     \
+        const __m256i lv = bd_load32(w + 32 * s);                                                                  \
+        __m256i sc;                                                                                                \
         if (q6) {                                                                                                  \
-            const __m256i bs0 = bd_load32(arec + BD_GEMMK_REC_BS), bs1 = bd_load32(arec + BD_GEMMK_REC_BS + 32);   \
-            for (int r = 0; r < R; r++) {                                                                          \
-                const __m256i m32 = bd_load32(wrec_i + r * wps + 512);                                             \
-                is[r][0] = _mm256_madd_epi16(bs0, m32);                                                            \
-                is[r][1] = _mm256_madd_epi16(bs1, m32);                                                            \
-            }                                                                                                      \
+            sc = bd_load32(w + 256 + 32 * s);                                                                      \
         } else {                                                                                                   \
-            const __m256i qv = bd_load32(arec + BD_GEMMK_REC_BS);                                                  \
+            int32_t v;                                                                                             \
+            memcpy(&v, w + 256 + 4 * s, 4);                                                                        \
+            sc = _mm256_set1_epi32(v);                                                                             \
+        }                                                                                                          \
+        I0 = K_DPWSSD(I0, _mm256_maddubs_epi16(lv, a0), sc);                                                       \
+        I1 = K_DPWSSD(I1, _mm256_maddubs_epi16(lv, a1), sc);                                                       \
+    }
+/* Row r's seeds (Q6_K: -32 x scales x bsums) or mins chain (Q4_K / Q5_K), before the runs. */
+#define K_SEED_ROW(r, I0, I1)                                                                                      \
+    if (R > (r)) {                                                                                                 \
+        const uint8_t *w = wrec_i + (r) * wps;                                                                     \
+        if (q6) {                                                                                                  \
+            const __m256i m32 = bd_load32(w + 512);                                                                \
+            I0 = _mm256_madd_epi16(bd_load32(arec + BD_GEMMK_REC_BS), m32);                                        \
+            I1 = _mm256_madd_epi16(bd_load32(arec + BD_GEMMK_REC_BS + 32), m32);                                   \
+        } else {                                                                                                   \
+            I0 = I1 = _mm256_setzero_si256();                                                                      \
+            __m256i ii = _mm256_madd_epi16(bd_load32(arec + BD_GEMMK_REC_BS),                                      \
+                                           _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w + 288)))); \
+            if (kind == 5) { /* one integer per output: the sum of its 4 lanes, in all 4 */                        \
+                ii = _mm256_add_epi32(ii, _mm256_shuffle_epi32(ii, 0x4E));                                         \
+                ii = _mm256_add_epi32(ii, _mm256_shuffle_epi32(ii, 0xB1));                                         \
+            }                                                                                                      \
             const __m256 nd = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_BS + 32));                       \
-            for (int r = 0; r < R; r++) {                                                                          \
-                const uint8_t *w = wrec_i + r * wps;                                                               \
-                is[r][0] = is[r][1] = _mm256_setzero_si256();                                                      \
-                __m256i ii = _mm256_madd_epi16(qv, _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w + 288)))); \
-                if (kind == 5) { /* one integer per output: the sum of its 4 lanes, in all 4 */                    \
-                    ii = _mm256_add_epi32(ii, _mm256_shuffle_epi32(ii, 0x4E));                                     \
-                    ii = _mm256_add_epi32(ii, _mm256_shuffle_epi32(ii, 0xB1));                                     \
-                }                                                                                                  \
-                macc[r] = _mm256_fmadd_ps(_mm256_mul_ps(nd, _mm256_broadcast_ss((const float *)(w + 308))),       \
-                                          _mm256_cvtepi32_ps(ii), macc[r]);                                        \
-            }                                                                                                      \
+            _mm256_store_ps(mm[r], _mm256_fmadd_ps(_mm256_mul_ps(nd, _mm256_broadcast_ss((const float *)(w + 308))), \
+                                                   _mm256_cvtepi32_ps(ii), _mm256_load_ps(mm[r])));                \
         }                                                                                                          \
-        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {                                                      \
-            const __m256i a0 = bd_load32(arec + 64 * s), a1 = bd_load32(arec + 64 * s + 32);                      \
-            for (int r = 0; r < R; r++) {                                                                          \
-                const uint8_t *w = wrec_i + r * wps;                                                               \
-                const __m256i lv = bd_load32(w + 32 * s);                                                          \
-                __m256i sc;                                                                                        \
-                if (q6) {                                                                                          \
-                    sc = bd_load32(w + 256 + 32 * s);                                                              \
-                } else {                                                                                           \
-                    int32_t v;                                                                                     \
-                    memcpy(&v, w + 256 + 4 * s, 4);                                                                \
-                    sc = _mm256_set1_epi32(v);                                                                     \
-                }                                                                                                  \
-                is[r][0] = K_DPWSSD(is[r][0], _mm256_maddubs_epi16(lv, a0), sc);                                   \
-                is[r][1] = K_DPWSSD(is[r][1], _mm256_maddubs_epi16(lv, a1), sc);                                   \
-            }                                                                                                      \
-        }                                                                                                          \
+    }
+/* Row r's main FMA after the runs. */
+#define K_MAIN_ROW(r, I0, I1)                                                                                      \
+    if (R > (r)) {                                                                                                 \
+        const __m256 d = _mm256_broadcast_ss((const float *)(wrec_i + (r) * wps + (q6 ? 544 : 304)));              \
         const __m256 ds0 = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_DS));                               \
         const __m256 ds1 = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_DS + 32));                          \
-        for (int r = 0; r < R; r++) {                                                                              \
-            const __m256 d = _mm256_broadcast_ss((const float *)(wrec_i + r * wps + (q6 ? 544 : 304)));            \
-            acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(ds0, d), _mm256_cvtepi32_ps(is[r][0]), acc[r][0]);           \
-            acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(ds1, d), _mm256_cvtepi32_ps(is[r][1]), acc[r][1]);           \
+        _mm256_store_ps(fm[r][0], _mm256_fmadd_ps(_mm256_mul_ps(ds0, d), _mm256_cvtepi32_ps(I0), _mm256_load_ps(fm[r][0]))); \
+        _mm256_store_ps(fm[r][1], _mm256_fmadd_ps(_mm256_mul_ps(ds1, d), _mm256_cvtepi32_ps(I1), _mm256_load_ps(fm[r][1]))); \
+    }
+#define K_TILE_BODY(K_DPWSSD)                                                                                      \
+    const int q6 = kind == 6;                                                                                      \
+    _Alignas(32) float fm[4][2][8], mm[4][8];                                                                      \
+    memset(fm, 0, sizeof fm);                                                                                      \
+    memset(mm, 0, sizeof mm);                                                                                      \
+    for (int64_t i = 0; i < NB; i++) {                                                                             \
+        const uint8_t *arec = ap + (size_t)i * BD_GEMMK_REC, *wrec_i = wp + (size_t)i * wrec;                      \
+        __m256i i00, i01, i10 = _mm256_setzero_si256(), i11 = i10, i20 = i10, i21 = i10, i30 = i10, i31 = i10;     \
+        K_SEED_ROW(0, i00, i01)                                                                                    \
+        K_SEED_ROW(1, i10, i11)                                                                                    \
+        K_SEED_ROW(2, i20, i21)                                                                                    \
+        K_SEED_ROW(3, i30, i31)                                                                                    \
+        _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {                                                      \
+            const __m256i a0 = bd_load32(arec + 64 * s), a1 = bd_load32(arec + 64 * s + 32);                      \
+            K_RUN_ROW(0, i00, i01, K_DPWSSD)                                                                       \
+            K_RUN_ROW(1, i10, i11, K_DPWSSD)                                                                       \
+            K_RUN_ROW(2, i20, i21, K_DPWSSD)                                                                       \
+            K_RUN_ROW(3, i30, i31, K_DPWSSD)                                                                       \
+            /* keeps each run's add in its chain: else gcc reassociates the 8 runs' sums into a tree whose      \
+             * partial sums spill to the stack */                                                                  \
+            __asm__("" : "+x"(i00), "+x"(i01), "+x"(i10), "+x"(i11), "+x"(i20), "+x"(i21), "+x"(i30), "+x"(i31));  \
         }                                                                                                          \
+        K_MAIN_ROW(0, i00, i01)                                                                                    \
+        K_MAIN_ROW(1, i10, i11)                                                                                    \
+        K_MAIN_ROW(2, i20, i21)                                                                                    \
+        K_MAIN_ROW(3, i30, i31)                                                                                    \
     }                                                                                                              \
     for (int r = 0; r < R; r++) {                                                                                  \
-        float m[8];                                                                                                \
-        _mm256_storeu_ps(m, macc[r]);                                                                              \
         for (int h = 0; h < 2; h++) {                                                                              \
             if (t0 + h >= T) continue;                                                                             \
-            const float main = bd_hsum8(acc[r][h]);                                                                \
-            const float *mh = m + 4 * h;                                                                           \
+            const float main = bd_hsum8(_mm256_load_ps(fm[r][h]));                                                 \
+            const float *mh = mm[r] + 4 * h;                                                                       \
             y[(t0 + h) * ldy + r] = q6 ? main : kind == 5 ? main + mh[0] : main + ((mh[0] + mh[2]) + (mh[1] + mh[3])); \
         }                                                                                                          \
     }

@@ -44,7 +44,7 @@ static inline void gemmq_prefetch_part(const uint8_t *p, size_t len, int64_t i, 
     for (size_t o = lo & ~(size_t)63; o < hi; o += 64) _mm_prefetch((const char *)(p + o), _MM_HINT_T1);
 }
 
-/* ---- Q8_0 / Q4_0 (gemm_q8.c's layouts; the AVX2 kernels read the same ones) ----
+/* ---- Q8_0 / Q4_0 (gemm_q8.c's layouts; the AVX-VNNI kernels read the same ones, plain AVX2 the wide one) ----
  * Packed activations, per pair of tokens and block, BD_GEMMQ8_REC bytes: the two tokens' levels + 128 (32 + 32)
  * then their scales (8 floats each). Prepared weights, per row and block, BD_GEMMQ8_WREC bytes: 32 signed levels
  * (Q4_0: q - 8) then 8 int32 corrections -128 * (sum of the lane's 4 levels); the block scales as floats after
