@@ -22,25 +22,27 @@
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INLINE __attribute__((always_inline)) inline
 
-/* Rows further than this many bytes ahead are not prefetched yet: about the L2 share a stream can hold
- * without evicting what is being computed, and more than the memory latency's worth of reading. */
-enum { PF_AHEAD = 8192 };
+/* Rows further than this many bytes ahead are not prefetched yet: more than the memory latency's worth of
+ * reading, and little enough not to evict what is being computed. Measured on one thread streaming 128 MiB
+ * (K = 1024, forced AVX2 on an AVX-512 Xeon, best of 4, several rounds): the K-quants ran 10-25% faster
+ * 2 KiB ahead (3-4 rows) than 8 KiB ahead, F16 (2 KiB rows) was best at 8 KiB. */
+enum { PF_AHEAD = 8192, PF_AHEAD_K = 2048 };
 
 /* Prefetches [p, p + len) into L2. */
 static inline void pf_bytes(const uint8_t *p, size_t len) {
     for (size_t o = 0; o < len; o += 64) _mm_prefetch((const char *)(p + o), _MM_HINT_T1);
 }
 
-/* The rows ahead to prefetch: at least one, as many as fit PF_AHEAD. */
-static int64_t pf_rows(size_t wrow) { return wrow >= PF_AHEAD ? 1 : (int64_t)(PF_AHEAD / wrow); }
+/* The rows ahead to prefetch: at least one, as many as fit `ahead` bytes. */
+static int64_t pf_rows(size_t wrow, size_t ahead) { return wrow >= ahead ? 1 : (int64_t)(ahead / wrow); }
 
 /* ---- any type: vec_dot per row, prefetching ahead ---- */
 
 static void gemv_rows_vec_dot(uint32_t type, int64_t n, float *s, const void *w, size_t wrow, int64_t nrows,
-                              const void *xq) {
+                              const void *xq, size_t pf_ahead) {
     const bd_vec_dot_fn dot = bd_dot_traits_get(type)->vec_dot;
     const uint8_t *W = w;
-    const int64_t ahead = pf_rows(wrow);
+    const int64_t ahead = pf_rows(wrow, pf_ahead);
     pf_bytes(W, (size_t)(ahead < nrows ? ahead : nrows) * wrow);
     for (int64_t r = 0; r < nrows; r++) {
         if (r + ahead < nrows) pf_bytes(W + (size_t)(r + ahead) * wrow, wrow);
@@ -48,15 +50,15 @@ static void gemv_rows_vec_dot(uint32_t type, int64_t n, float *s, const void *w,
     }
 }
 
-#define GEMV_VIA_DOT(name, type)                                                                                \
+#define GEMV_VIA_DOT(name, type, ahead)                                                                         \
     static void name(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {          \
-        gemv_rows_vec_dot(type, n, s, w, wrow, nrows, xq);                                                      \
+        gemv_rows_vec_dot(type, n, s, w, wrow, nrows, xq, ahead);                                               \
     }
-GEMV_VIA_DOT(gemv_f16, BD_TYPE_F16)
-GEMV_VIA_DOT(gemv_bf16, BD_TYPE_BF16)
-GEMV_VIA_DOT(gemv_q4_K, BD_TYPE_Q4_K)
-GEMV_VIA_DOT(gemv_q5_K, BD_TYPE_Q5_K)
-GEMV_VIA_DOT(gemv_q6_K, BD_TYPE_Q6_K)
+GEMV_VIA_DOT(gemv_f16, BD_TYPE_F16, PF_AHEAD)
+GEMV_VIA_DOT(gemv_bf16, BD_TYPE_BF16, PF_AHEAD)
+GEMV_VIA_DOT(gemv_q4_K, BD_TYPE_Q4_K, PF_AHEAD_K)
+GEMV_VIA_DOT(gemv_q5_K, BD_TYPE_Q5_K, PF_AHEAD_K)
+GEMV_VIA_DOT(gemv_q6_K, BD_TYPE_Q6_K, PF_AHEAD_K)
 
 /* ---- Q8_0 / Q4_0: 4 rows at once ---- */
 
