@@ -278,29 +278,24 @@ static inline double bench_thread_cpu(void) {
     }                                                                                                              \
     a0 = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                                        \
     *out = ADD(a0, ADD(ADD(a8, a9), ADD(a10, a11)));
-/* the chains stay finite (x * 0.999999 + 1e-7 converges to 0.1) */
-__attribute__((target("avx2,fma"))) static double bench_peak_fma256(long n) {
-    const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-#define INIT(j) _mm256_set1_ps((float)(j))
-#define STEP(a) _mm256_fmadd_ps(a, x, y)
-    __m256 r, *out = &r;
-    BENCH_CHAINS12(__m256, INIT, STEP, _mm256_add_ps)
-#undef INIT
-#undef STEP
-    float s[8];
-    _mm256_storeu_ps(s, r);
-    return s[0] == -1.0f ? 0.0 : (double)n * 12 * 8;
-}
-__attribute__((target("avx512f"))) static double bench_peak_fma512(long n) {
-    const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-#define INIT(j) _mm512_set1_ps((float)(j))
-#define STEP(a) _mm512_fmadd_ps(a, x, y)
-    __m512 r, *out = &r;
-    BENCH_CHAINS12(__m512, INIT, STEP, _mm512_add_ps)
-#undef INIT
-#undef STEP
-    return _mm512_reduce_add_ps(r) == -1.0f ? 0.0 : (double)n * 12 * 16;
-}
+/* One peak function: 12 chains a = STEP(a) with operands x, y, each step worth `per_step` multiply-adds;
+ * FIRST(r) reads one lane of the chains' sum (compared with an impossible value so nothing is dead code). */
+#define BENCH_PEAK_FN(name, tgt, T, X, Y, INIT, STEP, ADD, FIRST, per_step)                                       \
+    __attribute__((target(tgt))) static double name(long n) {                                                      \
+        const T x = X, y = Y;                                                                                      \
+        T r, *out = &r;                                                                                            \
+        BENCH_CHAINS12(T, INIT, STEP, ADD)                                                                         \
+        return FIRST(r) == -1 ? 0.0 : (double)n * 12 * (per_step);                                                 \
+    }
+/* FMA: the chains stay finite (x * 0.999999 + 1e-7 converges to 0.1) */
+#define BENCH_F256_INIT(j) _mm256_set1_ps((float)(j))
+#define BENCH_F256_STEP(a) _mm256_fmadd_ps(a, x, y)
+#define BENCH_F512_INIT(j) _mm512_set1_ps((float)(j))
+#define BENCH_F512_STEP(a) _mm512_fmadd_ps(a, x, y)
+BENCH_PEAK_FN(bench_peak_fma256, "avx2,fma", __m256, _mm256_set1_ps(0.999999f), _mm256_set1_ps(1e-7f), BENCH_F256_INIT,
+              BENCH_F256_STEP, _mm256_add_ps, _mm256_cvtss_f32, 8)
+BENCH_PEAK_FN(bench_peak_fma512, "avx512f", __m512, _mm512_set1_ps(0.999999f), _mm512_set1_ps(1e-7f), BENCH_F512_INIT,
+              BENCH_F512_STEP, _mm512_add_ps, _mm512_reduce_add_ps, 16)
 /* The maddubs path's rate: per 32 byte products one vpmaddubsw and one vpmaddwd (both on the same two vector
  * multiply ports of current cores, so a pair per cycle is the peak, twice the FMA loop's multiply-adds), plus
  * the int32 add. The products do not depend on the chains, so the inputs are made opaque every step (else they
@@ -329,27 +324,26 @@ __attribute__((target("avx2"))) static double bench_peak_i8_avx2(long n) {
 }
 #undef BENCH_I8_STEP
 /* AVX-VNNI / AVX-512 VNNI: the accumulators are the chains, so no opaque inputs are needed */
-__attribute__((target("avx2,avxvnni"))) static double bench_peak_i8_avxvnni(long n) {
-    const __m256i x = _mm256_set1_epi8(3), y = _mm256_set1_epi8(-5);
-#define INIT(j) _mm256_set1_epi32(j)
-#define STEP(a) _mm256_dpbusd_avx_epi32(a, x, y)
-    __m256i r, *out = &r;
-    BENCH_CHAINS12(__m256i, INIT, STEP, _mm256_add_epi32)
-#undef INIT
-#undef STEP
-    return _mm256_extract_epi32(r, 0) == 7 ? 0.0 : (double)n * 12 * 32;
-}
-__attribute__((target("avx512f,avx512vnni"))) static double bench_peak_i8_vnni512(long n) {
-    const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-5);
-#define INIT(j) _mm512_set1_epi32(j)
-#define STEP(a) _mm512_dpbusd_epi32(a, x, y)
-    __m512i r, *out = &r;
-    BENCH_CHAINS12(__m512i, INIT, STEP, _mm512_add_epi32)
-#undef INIT
-#undef STEP
-    return _mm512_reduce_add_epi32(r) == 7 ? 0.0 : (double)n * 12 * 64;
-}
+#define BENCH_V256_INIT(j) _mm256_set1_epi32(j)
+#define BENCH_V256_STEP(a) _mm256_dpbusd_avx_epi32(a, x, y)
+#define BENCH_V256_FIRST(r) _mm256_extract_epi32(r, 0)
+#define BENCH_V512_INIT(j) _mm512_set1_epi32(j)
+#define BENCH_V512_STEP(a) _mm512_dpbusd_epi32(a, x, y)
+BENCH_PEAK_FN(bench_peak_i8_avxvnni, "avx2,avxvnni", __m256i, _mm256_set1_epi8(3), _mm256_set1_epi8(-5),
+              BENCH_V256_INIT, BENCH_V256_STEP, _mm256_add_epi32, BENCH_V256_FIRST, 32)
+BENCH_PEAK_FN(bench_peak_i8_vnni512, "avx512f,avx512vnni", __m512i, _mm512_set1_epi8(3), _mm512_set1_epi8(-5),
+              BENCH_V512_INIT, BENCH_V512_STEP, _mm512_add_epi32, _mm512_reduce_add_epi32, 64)
 #undef BENCH_CHAINS12
+#undef BENCH_PEAK_FN
+#undef BENCH_F256_INIT
+#undef BENCH_F256_STEP
+#undef BENCH_F512_INIT
+#undef BENCH_F512_STEP
+#undef BENCH_V256_INIT
+#undef BENCH_V256_STEP
+#undef BENCH_V256_FIRST
+#undef BENCH_V512_INIT
+#undef BENCH_V512_STEP
 #endif
 
 static void *bench_peak_worker(void *arg) {
