@@ -11,7 +11,8 @@ APT_PACKAGES=(build-essential clang cmake ninja-build pkg-config git ca-certific
               libedit-dev      # line editing in braid chat
               doxygen          # the API reference (scripts/docs.sh, tests/docs/test_api_docs.sh)
               libpng-dev libjpeg62-turbo-dev libwebp-dev  # image decoding (src/vision/codecs.c)
-              python3-jinja2)  # the reference renderer of tests/unit/test_template_corpus.c (/usr/bin/python3)
+              python3-jinja2   # the reference renderer of tests/unit/test_template_corpus.c (/usr/bin/python3)
+              chromium)        # headless, for the chat page's browser test (tests/unit/test_server_webui.c)
 # npm fetches the oracle. A machine whose Node.js comes from elsewhere (e.g. NodeSource, which bundles npm and
 # conflicts with Debian's npm package) keeps its own; only a machine without npm gets Debian's.
 command -v npm >/dev/null || APT_PACKAGES+=(nodejs npm)
@@ -28,4 +29,5 @@ fi
 scripts/fetch-oracle.sh
 scripts/fetch-openai-js.sh  # the OpenAI JS client the server test drives braid serve with
 scripts/build-mtmd-oracle.sh # llama.cpp's libmtmd from the oracle's source tree: the vision oracle (~3 min once)
+scripts/fetch-npm.sh playwright-core playwright-core 1.65.1  # drives chromium in the chat page's test
 scripts/build.sh build Release

@@ -181,6 +181,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (cn->too_big)
         return srv_reply_error(cn, 413, NULL, NULL, NULL, "the body is larger than %zu bytes", s->cfg.body_max);
+    if (srv_webui_owns(url)) return srv_webui(cn, method, url);
     if (strcmp(url, "/health") && strcmp(url, "/v1/health") && !key_ok(s, c))
         return srv_reply_error(cn, 401, NULL, NULL, "invalid_api_key", "Invalid API Key");
     return srv_handle(cn, method, url);

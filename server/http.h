@@ -35,4 +35,8 @@ enum MHD_Result srv_cache_info(srv_conn *cn);
 /* handlers.c: one per route; body is the whole request body. */
 enum MHD_Result srv_handle(srv_conn *cn, const char *method, const char *url);
 
+/* webui.c: the chat page's files (/, /app.js, /app.css), answered without the API key. */
+int srv_webui_owns(const char *url);
+enum MHD_Result srv_webui(srv_conn *cn, const char *method, const char *url);
+
 #endif

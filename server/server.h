@@ -9,7 +9,8 @@
  *   reuse.c      what a new request reuses of the memory (the prompt cache), and which slot it takes
  *   slot_ops.c   POST /slots/{id}?action=save|restore|erase and GET /cache
  *   tool_calls.c tool calls parsed out of the model's text
- *   metrics.c    counters and /metrics (Prometheus text) */
+ *   metrics.c    counters and /metrics (Prometheus text)
+ *   webui.c      the chat page at / (server/webui/, compiled in by cmake/embed.cmake) */
 #ifndef BRAID_SERVER_SERVER_H
 #define BRAID_SERVER_SERVER_H
 
