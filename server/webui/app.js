@@ -397,11 +397,13 @@ async function refreshStatus() {
     const slots = await rs.json(), mt = await rm.text();
     const busyN = slots.filter((s) => s.is_processing).length;
     const held = slots.reduce((a, s) => a + (s.n_tokens_held > 0 ? s.n_tokens_held : 0), 0);
+    // hit rate: the share of prompt tokens that were not computed again (slots and prompt cache together)
     const pt = metric(mt, 'prompt_tokens_total'), ct = metric(mt, 'prompt_tokens_cached_total');
     const hit = pt ? `${(100 * ct / pt).toFixed(0)}%` : '–';
-    const q = metric(mt, 'queue_length');
+    const q = metric(mt, 'queue_length'), bytes = metric(mt, 'prompt_cache_bytes');
+    const cache = bytes == null ? `${held} tokens held` : `cache ${(bytes / 1048576).toFixed(1)} MiB`;
     $('status').textContent = `slots ${busyN}/${slots.length} busy · queue ${q == null ? '?' : q} · ` +
-                              `cache hit ${hit} · ${held} tokens held`;
+                              `hit ${hit} · ${cache}`;
   } catch (e) {
     $('status').textContent = 'status: server unreachable';
   }
