@@ -477,7 +477,8 @@ typedef struct braid_sampler_params {
     uint64_t seed;
 } braid_sampler_params;
 
-/* Greedy (temperature 0), every filter and penalty off, seed 0. */
+/* Temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, penalties off (repeat 1, last 64), seed 0x5eed
+ * (llama.cpp's common defaults). */
 braid_sampler_params braid_sampler_default_params(void);
 /* A sampler with these parameters; *out owned by the caller (braid_sampler_free). */
 BRAID_NODISCARD braid_status braid_sampler_new(const braid_sampler_params *params, braid_sampler **out);
@@ -548,7 +549,8 @@ typedef struct braid_gen_stats {
     const char *stop;            /* "eog", "length", "context", "stop", "cancelled", or "" before a run */
 } braid_gen_stats;
 
-/* Sequence 0, no token limit, greedy, no stop strings, no context shift, no drafting, no callbacks. */
+/* Sequence 0, no token limit, braid_sampler_default_params, no stop strings, no context shift, no drafting
+ * (draft_n 8 once a draft or lookup is set), no callbacks. */
 braid_gen_params braid_gen_default_params(void);
 /* A generator over ctx's sequence p->seq (and p->draft's sequence p->seq). Neither context is owned. */
 BRAID_NODISCARD braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, braid_gen **out);
