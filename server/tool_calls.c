@@ -188,7 +188,10 @@ json_t *srv_tool_calls_parse(const char *text, size_t n, const char *task_id, in
         json_decref(f.calls);
         return NULL;
     }
-    if (!f.calls) return NULL;
+    if (!f.calls || json_array_size(f.calls) == 0) { /* markers without a usable call are text, not calls */
+        json_decref(f.calls);
+        return NULL;
+    }
     /* content: the text before the first call, without trailing space */
     size_t cl = f.first;
     while (cl > 0 && isspace((unsigned char)text[cl - 1])) cl--;
