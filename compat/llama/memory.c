@@ -34,6 +34,12 @@ static int valid_seq(const struct llama_context *c, llama_seq_id s) {
     return s >= 0 && (uint32_t)s < c->params.n_seq_max;
 }
 
+/* The input index range [*i0, *i1) of positions [p0, p1) of s (negative p0 / p1: from the start / to the end). */
+static void index_range(braid_context *bc, braid_seq_id s, llama_pos p0, llama_pos p1, int32_t *i0, int32_t *i1) {
+    *i0 = p0 < 0 ? 0 : index_of(bc, s, p0);
+    *i1 = p1 < 0 ? braid_seq_len(bc, s) : index_of(bc, s, p1);
+}
+
 void llama_memory_clear(llama_memory_t mem, bool data) {
     (void)data;
     braid_seq_clear(mem->ctx->bc, -1);
@@ -41,9 +47,8 @@ void llama_memory_clear(llama_memory_t mem, bool data) {
 
 static bool seq_rm_one(struct llama_context *c, llama_seq_id s, llama_pos p0, llama_pos p1) {
     braid_context *bc = c->bc;
-    int32_t len = braid_seq_len(bc, s);
-    int32_t i0 = p0 < 0 ? 0 : index_of(bc, s, p0);
-    int32_t i1 = p1 < 0 ? len : index_of(bc, s, p1);
+    int32_t len = braid_seq_len(bc, s), i0, i1;
+    index_range(bc, s, p0, p1, &i0, &i1);
     if (i0 >= i1) return true;
     braid_status st;
     if (i1 >= len) {
@@ -110,8 +115,8 @@ void llama_memory_seq_keep(llama_memory_t mem, llama_seq_id seq_id) {
 void llama_memory_seq_add(llama_memory_t mem, llama_seq_id seq_id, llama_pos p0, llama_pos p1, llama_pos delta) {
     struct llama_context *c = mem->ctx;
     if (!valid_seq(c, seq_id) || delta == 0) return;
-    int32_t i0 = p0 < 0 ? 0 : index_of(c->bc, seq_id, p0);
-    int32_t i1 = p1 < 0 ? braid_seq_len(c->bc, seq_id) : index_of(c->bc, seq_id, p1);
+    int32_t i0, i1;
+    index_range(c->bc, seq_id, p0, p1, &i0, &i1);
     if (i0 >= i1) return;
     braid_status st = braid_seq_shift_pos(c->bc, seq_id, i0, i1, delta);
     if (st != BRAID_OK) shim_log_braid("llama_memory_seq_add", st);
@@ -120,8 +125,8 @@ void llama_memory_seq_add(llama_memory_t mem, llama_seq_id seq_id, llama_pos p0,
 void llama_memory_seq_div(llama_memory_t mem, llama_seq_id seq_id, llama_pos p0, llama_pos p1, int d) {
     struct llama_context *c = mem->ctx;
     if (!valid_seq(c, seq_id) || d == 1) return;
-    int32_t i0 = p0 < 0 ? 0 : index_of(c->bc, seq_id, p0);
-    int32_t i1 = p1 < 0 ? braid_seq_len(c->bc, seq_id) : index_of(c->bc, seq_id, p1);
+    int32_t i0, i1;
+    index_range(c->bc, seq_id, p0, p1, &i0, &i1);
     if (i0 >= i1) return;
     braid_status st = braid_seq_div_pos(c->bc, seq_id, i0, i1, d);
     if (st != BRAID_OK) shim_log_braid("llama_memory_seq_div", st);
