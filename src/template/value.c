@@ -313,22 +313,18 @@ uint32_t tpl_utf8_next(const char *p, size_t n, size_t *i) {
     return c;
 }
 
+/* Counting and offsets step exactly as tpl_utf8_next does, so that for any bytes (a template source or a
+ * value need not be valid UTF-8) a count sizes the list an iteration fills and an offset lands where the
+ * iteration would be. */
 size_t tpl_utf8_count(const char *p, size_t n) {
     size_t c = 0;
-    for (size_t i = 0; i < n; i++)
-        if (((unsigned char)p[i] & 0xC0) != 0x80) c++;
+    for (size_t i = 0; i < n; c++) tpl_utf8_next(p, n, &i);
     return c;
 }
 
 size_t tpl_utf8_offset(const char *p, size_t n, int64_t cp) {
-    if (cp <= 0) return 0;
     size_t i = 0;
-    int64_t c = 0;
-    while (i < n && c < cp) {
-        i++;
-        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80) i++;
-        c++;
-    }
+    for (int64_t c = 0; i < n && c < cp; c++) tpl_utf8_next(p, n, &i);
     return i;
 }
 

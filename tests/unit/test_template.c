@@ -34,6 +34,11 @@ static void expect_fail(const char *tmpl, const char *messages, const braid_chat
 }
 
 int main(void) {
+    /* bytes that are not UTF-8 (a template need not be): counting, iterating and slicing agree on where each
+     * character ends (fuzz_template found |list writing past a list sized by a different count) */
+    expect("{% set s = \"\xe5\x88\x80" "a\xff\x80\x80\x80\x80\x80" "b\xe0\x80\" %}{{ (s|list|length) == (s|length) }} "
+           "{{ s|list|join == s }} {{ (s[1:]|length) == (s|length) - 1 }} {{ s[::-2] == (s|list)[::-2]|join }}",
+           "True True True True");
     /* values and operators, as Jinja2 prints them */
     expect("{{ {\"a\": 1.0, \"b\": 1e-7, \"c\": \"\xc3\xa9\\n\\u0001\\\"\", \"d\": [true, none], \"e\": 123456789012345678}|tojson }}",
            "{\"a\": 1.0, \"b\": 1e-07, \"c\": \"\xc3\xa9\\n\\u0001\\\"\", \"d\": [true, null], \"e\": 123456789012345678}");
