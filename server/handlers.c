@@ -265,6 +265,18 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
         srv_request_free(&req);
         return srv_reply_error(cn, 400, NULL, "n", NULL, "'n' is larger than the server's %d slots", s->cfg.parallel);
     }
+    if (req.spec_mode == SRV_SPEC_DRAFT && !s->cfg.draft_ctx) {
+        srv_request_free(&req);
+        return srv_reply_error(cn, 400, NULL, "speculative.mode", NULL,
+                               "'speculative.mode' \"draft\" needs a server started with --draft-model");
+    }
+    if (req.spec_n > s->cfg.draft_n_max) {
+        int32_t v = req.spec_n;
+        srv_request_free(&req);
+        return srv_reply_error(cn, 400, NULL, "speculative.n", NULL,
+                               "'speculative.n' is %d; this server verifies at most %d drafts per step (--draft-n)",
+                               v, s->cfg.draft_n_max);
+    }
     if (req.format != SRV_FORMAT_TEXT) {
         srv_request_free(&req);
         return srv_reply_error(cn, 400, NULL, "response_format", NULL,

@@ -86,6 +86,9 @@ char *srv_metrics_render(const srv_metrics *m, size_t *len) {
     counter(&b, "prompt_seconds_total", "Time spent on prompts.", m->prompt_seconds);
     counter(&b, "generate_seconds_total", "Time spent generating.", m->generate_seconds);
     counter(&b, "decode_steps_total", "Batched decode steps of the scheduler.", (double)m->decode_steps);
+    counter(&b, "spec_requests_total", "Jobs decoded speculatively (draft model or lookup).", (double)m->spec_jobs);
+    counter(&b, "spec_draft_tokens_total", "Tokens drafted for verification.", (double)m->drafted_tokens);
+    counter(&b, "spec_accepted_tokens_total", "Of those, tokens the model accepted.", (double)m->accepted_tokens);
     gauge(&b, "slots", "Slots (parallel sequences).", m->n_slots);
     gauge(&b, "slots_busy", "Slots running a job.", m->busy_slots);
     gauge(&b, "queue_length", "Jobs waiting for a slot.", m->queued);

@@ -19,6 +19,7 @@ typedef struct srv_metrics {
     uint64_t requests_ok, requests_4xx, requests_5xx, requests_429;
     uint64_t prompt_tokens, cached_tokens, decoded_prompt_tokens, replayed_tokens, generated_tokens;
     uint64_t decode_steps, cancelled;
+    uint64_t drafted_tokens, accepted_tokens, spec_jobs; /* speculative decoding */
     double prompt_seconds, generate_seconds;
     srv_hist ttft, itl, queue;  /* milliseconds */
     int busy_slots, queued, n_slots;

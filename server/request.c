@@ -396,6 +396,40 @@ static int parse_sampling(json_t *root, srv_request *r, srv_req_error *e) {
     return 1;
 }
 
+/* "speculative": an object (or null: the server's default). Unknown keys are ignored, as everywhere. */
+static int parse_speculative(json_t *root, srv_request *r, srv_req_error *e) {
+    json_t *o = field(root, "speculative");
+    if (!o) return 1;
+    if (!json_is_object(o)) return fail(e, "speculative", "'speculative' must be an object");
+    json_t *mode = field(o, "mode");
+    if (mode) {
+        static const char *names[] = {"default", "off", "lookup", "draft"};
+        if (!json_is_string(mode)) return fail(e, "speculative.mode", "'speculative.mode' must be a string");
+        int found = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(json_string_value(mode), names[i])) found = i;
+        if (found < 0)
+            return fail(e, "speculative.mode", "'speculative.mode' must be \"default\", \"off\", \"lookup\" or \"draft\"");
+        r->spec_mode = (srv_spec_mode)found;
+    }
+    int64_t v = 0;
+    if (field(o, "n") && field(o, "n_max")) return fail(e, "speculative.n", "give 'speculative.n' or 'n_max', not both");
+    /* the getters name the key alone; the error names it inside "speculative" */
+    if (!get_int(o, "n", 1, SRV_MAX_DRAFT_N, &v, e)) return snprintf(e->param, sizeof e->param, "speculative.n"), 0;
+    if (!get_int(o, "n_max", 1, SRV_MAX_DRAFT_N, &v, e))
+        return snprintf(e->param, sizeof e->param, "speculative.n_max"), 0;
+    r->spec_n = (int32_t)v;
+    v = 0;
+    if (!get_int(o, "ngram", 1, SRV_MAX_DRAFT_N, &v, e))
+        return snprintf(e->param, sizeof e->param, "speculative.ngram"), 0;
+    r->spec_ngram = (int32_t)v;
+    if (r->spec_mode == SRV_SPEC_OFF && (r->spec_n || r->spec_ngram))
+        return fail(e, "speculative", "'speculative.mode' \"off\" takes no 'n' or 'ngram'");
+    if (r->spec_ngram && r->spec_mode == SRV_SPEC_DRAFT)
+        return fail(e, "speculative.ngram", "'speculative.ngram' is for \"lookup\"");
+    return 1;
+}
+
 int srv_request_parse(const char *body, size_t len, srv_req_kind kind, srv_request *r, srv_req_error *e) {
     memset(r, 0, sizeof *r);
     memset(e, 0, sizeof *e);
@@ -416,6 +450,7 @@ int srv_request_parse(const char *body, size_t len, srv_req_kind kind, srv_reque
     r->max_tokens = (int32_t)v;
     ok = ok && parse_sampling(root, r, e);
     ok = ok && parse_stop(root, r, e);
+    ok = ok && parse_speculative(root, r, e);
     if (ok && kind == SRV_REQ_CHAT) {
         ok = get_bool(root, "logprobs", &r->logprobs, e);
         v = -1;

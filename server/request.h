@@ -19,6 +19,10 @@
 typedef enum { SRV_REQ_CHAT, SRV_REQ_COMPLETION } srv_req_kind;
 typedef enum { SRV_TOOLS_NONE, SRV_TOOLS_AUTO, SRV_TOOLS_REQUIRED, SRV_TOOLS_FUNCTION } srv_tool_choice;
 typedef enum { SRV_FORMAT_TEXT, SRV_FORMAT_JSON_OBJECT, SRV_FORMAT_JSON_SCHEMA } srv_format;
+/* Speculative decoding of one request: the server's default (--draft-model / --lookup), none, n-gram lookup
+ * in the request's own text, or the server's draft model. */
+typedef enum { SRV_SPEC_DEFAULT = 0, SRV_SPEC_OFF, SRV_SPEC_LOOKUP, SRV_SPEC_DRAFT } srv_spec_mode;
+#define SRV_MAX_DRAFT_N 64
 
 typedef struct srv_request {
     srv_req_kind kind;
@@ -44,6 +48,12 @@ typedef struct srv_request {
     char *tool_name;        /* SRV_TOOLS_FUNCTION: the function's name */
     srv_format format;
     char *schema_json;      /* SRV_FORMAT_JSON_SCHEMA: the schema */
+    /* "speculative": {"mode": "default"|"off"|"lookup"|"draft", "n": 1..64, "ngram": 1..64} ("n_max" is
+     * accepted for "n", as llama-server spells it); whether the server can honour it (a draft model loaded,
+     * n within --draft-n's rollback room) is checked by the handler */
+    srv_spec_mode spec_mode;
+    int32_t spec_n;         /* drafted tokens per step; 0: the server's --draft-n */
+    int32_t spec_ngram;     /* lookup: the longest n-gram matched; 0: the server's --lookup (else 3) */
 } srv_request;
 
 /* Why a body was refused: an HTTP status and the OpenAI error fields. */

@@ -118,6 +118,13 @@ json_t *srv_timings(const srv_task *t) {
     json_object_set_new(o, "predicted_ms", json_real(j->st.gen_ms));
     json_object_set_new(o, "predicted_per_second",
                         json_real(j->st.gen_ms > 0 ? j->n_tokens * 1e3 / j->st.gen_ms : 0));
+    if (j->spec) {
+        /* llama-server's names; the totals of every choice */
+        int64_t dn = 0, da = 0;
+        for (int i = 0; i < t->n_jobs; i++) dn += t->jobs[i].st.drafted, da += t->jobs[i].st.accepted;
+        json_object_set_new(o, "draft_n", json_integer(dn));
+        json_object_set_new(o, "draft_n_accepted", json_integer(da));
+    }
     return o;
 }
 

@@ -170,6 +170,9 @@ static void retire(srv *s, srv_job *j, const char *stop, const char *err) {
     m->decoded_prompt_tokens += (uint64_t)(j->st.decoded_tokens > 0 ? j->st.decoded_tokens : 0);
     m->replayed_tokens += (uint64_t)(j->st.replayed_tokens > 0 ? j->st.replayed_tokens : 0);
     m->generated_tokens += (uint64_t)j->n_tokens;
+    m->drafted_tokens += (uint64_t)(j->st.drafted > 0 ? j->st.drafted : 0);
+    m->accepted_tokens += (uint64_t)(j->st.accepted > 0 ? j->st.accepted : 0);
+    if (j->spec) m->spec_jobs++;
     m->prompt_seconds += j->st.prompt_ms / 1e3;
     m->generate_seconds += j->st.gen_ms / 1e3;
     if (j->t_first) srv_hist_add(&m->ttft, j->t_first - j->t_queued);
@@ -177,6 +180,23 @@ static void retire(srv *s, srv_job *j, const char *stop, const char *err) {
     pthread_cond_broadcast(&s->cv_out);
     srv_task_release_locked(t);
     pthread_mutex_unlock(&s->mu);
+}
+
+void srv_spec_settings(const srv *s, const srv_request *r, braid_gen_params *gp) {
+    srv_spec_mode mode = r->spec_mode;
+    if (mode == SRV_SPEC_DEFAULT)
+        mode = s->cfg.draft_ctx ? SRV_SPEC_DRAFT : s->cfg.lookup_n > 0 ? SRV_SPEC_LOOKUP : SRV_SPEC_OFF;
+    /* Logprobs need the logits of every token; the token a verification ends on is emitted at the next step
+     * without them (as braid_gen_run does), so such requests decode plainly. */
+    if (r->logprobs || (mode == SRV_SPEC_DRAFT && !s->cfg.draft_ctx)) mode = SRV_SPEC_OFF;
+    gp->draft = NULL;
+    gp->lookup_n = 0;
+    if (mode == SRV_SPEC_OFF) return;
+    int32_t n = r->spec_n ? r->spec_n : s->cfg.draft_n;
+    gp->draft_n = n < s->cfg.draft_n_max ? n : s->cfg.draft_n_max;
+    if (gp->draft_n < 1) return;
+    if (mode == SRV_SPEC_DRAFT) gp->draft = s->cfg.draft_ctx;
+    else gp->lookup_n = r->spec_ngram ? r->spec_ngram : s->cfg.lookup_n > 0 ? s->cfg.lookup_n : 3;
 }
 
 /* Creates and begins j's generator in its slot. 0: j was retired with the error. */
@@ -196,6 +216,8 @@ static int begin_job(srv *s, srv_job *j) {
     gp.abort_cb = job_abort;
     gp.abort_user = j;
     gp.cache = s->cache; /* NULL without --cache-ram: the slot's own prefix only */
+    srv_spec_settings(s, r, &gp);
+    j->spec = gp.draft || gp.lookup_n > 0;
     braid_status st = braid_gen_new(s->ctx, &gp, &j->g);
     if (st == BRAID_OK) st = braid_gen_begin(j->g, t->toks, t->n_toks);
     if (st != BRAID_OK) {

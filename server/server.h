@@ -41,6 +41,13 @@ typedef struct srv_config {
     uint64_t cache_ram;
     int cache_entries;
     const char *slot_save_path; /* directory of POST /slots/{id}?action=save|restore files; NULL: off */
+    /* speculative decoding: the default of requests that do not say (a draft model if draft_ctx, else n-gram
+     * lookup if lookup_n > 0, else none), each request may choose its own ("speculative" in request.h).
+     * draft_ctx (not owned) holds one sequence per slot: slot i drafts in its sequence i. */
+    braid_context *draft_ctx;
+    int32_t draft_n;            /* tokens drafted per step by default (--draft-n) */
+    int32_t draft_n_max;        /* the most a request may ask: the context's n_rollback - 1 */
+    int32_t lookup_n;           /* --lookup: the longest n-gram lookup matches; 0: lookup is not the default */
 } srv_config;
 
 void srv_config_default(srv_config *c);

@@ -34,6 +34,7 @@ typedef struct srv_job {
     braid_gen_stats st;
     int32_t cached_tokens; /* what srv_reuse_prepare reported; once done, of those the ones not recomputed */
     int32_t n_tokens;      /* tokens emitted */
+    int spec;              /* 1: decoded speculatively (a draft model or lookup) */
     double t_queued, t_started, t_first;
     struct srv_job *next;  /* queue link */
 } srv_job;
@@ -110,6 +111,8 @@ void srv_slot_op_poll(srv *s);
 void srv_cache_publish(srv *s);
 
 /* sched.c */
+/* The speculative settings of request r in gp (draft, draft_n, lookup_n): its own or the server's default. */
+void srv_spec_settings(const srv *s, const srv_request *r, braid_gen_params *gp);
 int srv_sched_start(srv *s);
 void srv_sched_stop(srv *s);
 /* Queues every job of t (t->refs counts them). 0 if the queue has no room for them (nothing queued). */

@@ -33,7 +33,12 @@ static void serve_usage(FILE *f) {
                "  --cache-ram MiB       prompt cache shared by all slots: one budget for cached cells,\n"
                "                        checkpoints and logits (default 1024; 0: off, each slot reuses its own)\n"
                "  --cache-entries N     cached prompts and replies at most (default 4 per slot)\n"
-               "  --slot-save-path DIR  where POST /slots/{id}?action=save|restore keeps slot files\n");
+               "  --slot-save-path DIR  where POST /slots/{id}?action=save|restore keeps slot files\n"
+               "  --draft-model FILE    speculative decoding with this draft model (same vocabulary) by default;\n"
+               "                        its context holds one sequence per slot\n"
+               "  --lookup N            speculative decoding from earlier N-grams of each request's text by default\n"
+               "  --draft-n N           tokens drafted per step (default 8); requests may ask up to\n"
+               "                        max(N, 7) with \"speculative\": {\"mode\", \"n\", \"ngram\"}\n");
 }
 
 static volatile sig_atomic_t stop_flag;
@@ -68,6 +73,8 @@ static int cmd_serve(int argc, char **argv) {
     srv_config_default(&cfg);
     const char *model_path = NULL;
     int32_t n_batch = 512, n_threads = 0, interval = 256, v = 0, cache_mib = 1024, cache_entries = 0;
+    int32_t draft_n = 8, lookup_n = 0;
+    const char *draft_path = NULL;
     int ok = 1;
     for (int i = 1; ok && i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -136,6 +143,15 @@ static int cmd_serve(int argc, char **argv) {
             if (stat(val, &sb) || !S_ISDIR(sb.st_mode))
                 return fprintf(stderr, "braid serve: --slot-save-path %s is not a directory\n", val), 2;
             cfg.slot_save_path = val;
+        } else if (!strcmp(a, "--draft-model") || !strcmp(a, "-md")) {
+            NEED();
+            draft_path = val;
+        } else if (!strcmp(a, "--draft-n")) {
+            NEED();
+            ok = tool_parse_i32("braid serve", a, val, 1, 64, &draft_n);
+        } else if (!strcmp(a, "--lookup")) {
+            NEED();
+            ok = tool_parse_i32("braid serve", a, val, 1, 64, &lookup_n);
         } else if (!strcmp(a, "--checkpoint-interval")) {
             NEED();
             ok = tool_parse_i32("braid serve", a, val, 0, (int32_t)BRAID_MAX_CHECKPOINT_INTERVAL, &interval);
@@ -147,6 +163,11 @@ static int cmd_serve(int argc, char **argv) {
 #undef NEED
     }
     if (!ok) return 2;
+    if (draft_path && lookup_n) {
+        fprintf(stderr, "braid serve: --draft-model and --lookup are exclusive defaults (a request may still ask "
+                        "for lookup with \"speculative\")\n");
+        return 2;
+    }
     char def[4096];
     if (!model_path) {
         if (!tool_default_model_path(def, sizeof def)) return 1;
@@ -180,12 +201,49 @@ static int cmd_serve(int argc, char **argv) {
     cp.n_batch = (uint32_t)n_batch;
     cp.n_threads = (uint32_t)n_threads;
     cp.checkpoint_interval = (uint32_t)interval;
+    /* Rejected drafts are dropped through the rollback buffer, which must cover a verify batch (draft_n + 1
+     * rows). The default context keeps 8 states per sequence; only a server that speculates by default pays
+     * for more. */
+    if ((draft_path || lookup_n) && cp.n_rollback < (uint32_t)draft_n + 1) cp.n_rollback = (uint32_t)draft_n + 1;
+    cfg.draft_n = draft_n;
+    cfg.draft_n_max = (int32_t)cp.n_rollback - 1;
+    cfg.lookup_n = lookup_n;
     braid_context *ctx = NULL;
     st = braid_context_new(model, &cp, &ctx);
     if (st != BRAID_OK) {
         fprintf(stderr, "braid serve: context: %s\n", braid_last_error());
         braid_model_free(model);
         return 1;
+    }
+    braid_model *draft_model = NULL;
+    braid_context *draft_ctx = NULL;
+    if (draft_path) {
+        /* the draft's context: sequence i is slot i's (the prompt cache's entries are the target's only; a
+         * slot's draft sequence catches up on whatever its target sequence holds) */
+        st = braid_model_load(draft_path, &mp, &draft_model);
+        if (st == BRAID_OK && braid_model_n_vocab(draft_model) != braid_model_n_vocab(model))
+            st = BRAID_E_MISMATCH;
+        if (st == BRAID_OK) {
+            braid_context_params dp = braid_context_default_params();
+            dp.n_ctx = (uint32_t)((uint64_t)cfg.ctx_per_slot * (uint64_t)cfg.parallel);
+            dp.n_seq_max = (uint32_t)cfg.parallel;
+            dp.n_batch = (uint32_t)n_batch;
+            dp.n_threads = (uint32_t)n_threads;
+            dp.checkpoint_interval = (uint32_t)interval;
+            st = braid_context_new(draft_model, &dp, &draft_ctx);
+        }
+        if (st != BRAID_OK) {
+            if (st == BRAID_E_MISMATCH)
+                fprintf(stderr, "braid serve: the draft model has %d tokens, the model %d: they must share the vocabulary\n",
+                        braid_model_n_vocab(draft_model), braid_model_n_vocab(model));
+            else
+                fprintf(stderr, "braid serve: draft model %s: %s\n", draft_path, braid_last_error());
+            braid_model_free(draft_model);
+            braid_context_free(ctx);
+            braid_model_free(model);
+            return 1;
+        }
+        cfg.draft_ctx = draft_ctx;
     }
     /* the id /v1/models lists: the file's name without its folder */
     const char *base = strrchr(model_path, '/');
@@ -197,16 +255,21 @@ static int cmd_serve(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     srv *s = NULL;
     if (!srv_start(&cfg, model, ctx, &s)) {
+        braid_context_free(draft_ctx);
+        braid_model_free(draft_model);
         braid_context_free(ctx);
         braid_model_free(model);
         return 1;
     }
-    fprintf(stderr, "braid serve: %s, %d slots x %d tokens; listening on http://%s:%d\n", cfg.model_id, cfg.parallel,
-            cfg.ctx_per_slot, cfg.host, srv_port(s));
+    fprintf(stderr, "braid serve: %s, %d slots x %d tokens, speculative %s (draft_n %d); listening on http://%s:%d\n",
+            cfg.model_id, cfg.parallel, cfg.ctx_per_slot,
+            draft_path ? "draft model" : lookup_n ? "lookup" : "off by default", draft_n, cfg.host, srv_port(s));
     fflush(stderr);
     while (!stop_flag) pause();
     fprintf(stderr, "braid serve: stopping\n");
     srv_stop(s);
+    braid_context_free(draft_ctx);
+    braid_model_free(draft_model);
     braid_context_free(ctx);
     braid_model_free(model);
     for (int i = 0; i < SRV_MAX_KEYS; i++) free(key_store[i]);

@@ -3,15 +3,24 @@
  *
  * A step first lets every generating generator sample from the logits of its row of the previous step and
  * emit the token (the same sample -> end of generation? -> emit -> stop string? order as braid_gen_run), then
- * builds one batch: the sampled tokens first (one row each), then chunks of the prompts still being decoded,
+ * builds one batch: the sampled tokens first (one row each; a speculative generator adds the tokens it drafts
+ * right after its own, as braid_gen_run's verify batch), then chunks of the prompts still being decoded,
  * sharing what is left of n_batch in the order the generators are given (the first keeps its whole chunk, so
  * a long prompt advances while the other streams keep one token per step). Each generator's logits are the
  * rows of that batch, so a generator's result does not depend on what shares the step as long as the kernels
  * compute each output row on its own (braid's do: design.md §5).
  *
+ * After the decode, each speculative generator verifies its own rows (generate.c's walk: greedy match or
+ * rejection sampling) and emits what it accepts; the token the walk ends on (a rejected draft's replacement,
+ * or the row after the last accepted draft) is emitted at the next step without a new draw, as braid_gen_run
+ * does. Rejected drafts are dropped only once every generator has read its rows: the rollback buffer drops
+ * them without a decode, but a truncation that had to replay would overwrite the rows the others still read.
+ * Drafting itself is per generator: lookup reads its own history; a draft model decodes in the draft context's
+ * sequence of the same id (the server maps slot i to sequence i of both contexts).
+ *
  * Whole or nothing: a decode that fails changes no sequence; the generators that had a row in it stop with
- * stop reason "error" (the step returns the status), the others are untouched. Speculative generators and
- * context shift are braid_gen_run's; begin refuses a generator with a draft or lookup. */
+ * stop reason "error" (the step returns the status), the others are untouched. Context shift and Self-Extend
+ * are braid_gen_run's; begin refuses them. */
 #include <string.h>
 
 #include "base/alloc.h"
@@ -22,8 +31,6 @@
 
 braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n) {
     if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_begin: NULL generator");
-    if (g->p.draft || g->p.lookup_n > 0)
-        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin: speculative generators run with braid_gen_run");
     if (g->p.ctx_shift || g->p.self_extend_n > 1)
         return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin: context shift and Self-Extend need braid_gen_run");
     g->phase = BD_GEN_IDLE;
@@ -41,6 +48,8 @@ braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n)
         g->n_ptok = n_use;
         g->i_ptok = g->lcp_ptok = lcp;
         g->phase = BD_GEN_PROMPT;
+        g->have_next = 0;
+        g->trunc_to = -1;
         if (!g->use_kept) g->logit_row = -1;
         /* the run's output starts now, as braid_gen_run's does */
         g->n_out = 0;
@@ -81,16 +90,23 @@ static braid_status finish(braid_gen *g, const char *why) {
     return cs == BRAID_E_FULL ? BRAID_OK : cs; /* a full checkpoint budget only costs replay later */
 }
 
-/* The token generator g emits this step, or -1 when it stopped instead (finish called). */
+/* The token generator g emits this step, or -1 when it stopped instead (finish called). A token the last
+ * step's verification already drew goes first, with no new draw, as in braid_gen_run. */
 static braid_status sample_step(braid_gen *g, braid_token *out) {
     braid_model *m = (braid_model *)g->ctx->model;
     *out = -1;
-    if (g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) return finish(g, "length");
-    if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user)) return finish(g, "cancelled");
-    const float *lg = bd_gen_next_logits(g);
-    if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_step: internal: no logits for row %d", g->logit_row);
     braid_token t;
-    BD_TRY(braid_sampler_sample(g->smp, lg, g->n_vocab, &t));
+    const float *lg = NULL;
+    if (g->have_next) {
+        g->have_next = 0;
+        t = g->next;
+    } else {
+        if (g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) return finish(g, "length");
+        if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user)) return finish(g, "cancelled");
+        lg = bd_gen_next_logits(g);
+        if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_step: internal: no logits for row %d", g->logit_row);
+        BD_TRY(braid_sampler_sample(g->smp, lg, g->n_vocab, &t));
+    }
     if (braid_token_is_eog(m, t)) return finish(g, "eog");
     const char *stop = NULL;
     g->cur_logits = lg;
@@ -102,6 +118,8 @@ static braid_status sample_step(braid_gen *g, braid_token *out) {
     *out = t;
     return BRAID_OK;
 }
+
+static int spec_on(const braid_gen *g) { return g->p.draft || g->p.lookup_n > 0; }
 
 braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
     if (n < 0 || (n > 0 && !gens)) return bd_error(BRAID_E_INVALID, "braid_gen_step: bad generator list");
@@ -121,14 +139,19 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
     braid_seq_id *seq = bd_mallocn((size_t)nb, sizeof *seq);
     uint8_t *flag = bd_mallocn((size_t)nb, 1);
     int32_t *row0 = bd_mallocn((size_t)n, sizeof *row0), *nrow = bd_mallocn((size_t)n, sizeof *nrow);
+    int32_t *ndraft = bd_mallocn((size_t)n, sizeof *ndraft);
+    const char **vstop = bd_calloc((size_t)n, sizeof *vstop);
     braid_status s = BRAID_OK;
-    if (!tok || !seq || !flag || !row0 || !nrow) s = bd_error(BRAID_E_NOMEM, "braid_gen_step: out of memory");
+    if (!tok || !seq || !flag || !row0 || !nrow || !ndraft || !vstop)
+        s = bd_error(BRAID_E_NOMEM, "braid_gen_step: out of memory");
     int32_t rows = 0;
     int32_t room = s == BRAID_OK ? bd_gen_room(gens[0]) : 0;
-    /* 1. the generating ones sample and emit; a token whose decode has no room ends the reply ("context") */
+    for (int32_t i = 0; s == BRAID_OK && i < n; i++) nrow[i] = ndraft[i] = 0;
+    /* 1. the generating ones sample and emit; a token whose decode has no room ends the reply ("context");
+     * a speculative one adds its drafts after its token, as many as its settings, its n_predict and the
+     * rows and cells left allow (as braid_gen_run caps them by the cells) */
     for (int32_t i = 0; s == BRAID_OK && i < n; i++) {
         braid_gen *g = gens[i];
-        nrow[i] = 0;
         if (g->phase != BD_GEN_GEN) continue;
         braid_token t;
         s = sample_step(g, &t);
@@ -138,10 +161,23 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
             s = finish(g, "context");
             continue;
         }
+        int32_t k = 0;
+        if (spec_on(g)) {
+            int32_t max = g->p.draft_n, left = (nb < room ? nb : room) - rows - 1;
+            if (g->p.n_predict >= 0 && g->p.n_predict - g->n_out < max) max = g->p.n_predict - g->n_out;
+            if (left < max) max = left;
+            if (max > 0) s = bd_spec_draft(g, t, max, &k);
+            if (s != BRAID_OK) {
+                (void)finish(g, "error");
+                continue;
+            }
+        }
         row0[i] = rows;
-        nrow[i] = 1;
+        nrow[i] = 1 + k;
+        ndraft[i] = k;
         tok[rows] = t, seq[rows] = g->p.seq, flag[rows] = 1;
-        rows++;
+        for (int32_t j = 0; j < k; j++) tok[rows + 1 + j] = g->draft[j], seq[rows + 1 + j] = g->p.seq, flag[rows + 1 + j] = 1;
+        rows += 1 + k;
     }
     /* 2. prompt chunks in the order given, within what is left of n_batch and of the cells */
     for (int32_t i = 0; s == BRAID_OK && i < n; i++) {
@@ -163,25 +199,54 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
     }
     if (s == BRAID_OK && rows > 0) {
         braid_batch b = {.n_tokens = rows, .token = tok, .seq = seq, .logits = flag};
-        s = braid_decode(c, &b);
+        const braid_status ds = braid_decode(c, &b);
+        s = ds;
+        /* 3a. the generating ones read their rows (verification) before anything else touches the memory:
+         * finishing a prompt stores it in the prompt cache, and a truncation that replays decodes */
         for (int32_t i = 0; i < n; i++) {
             braid_gen *g = gens[i];
-            if (!nrow[i] || !braid_gen_active(g)) continue;
-            if (s != BRAID_OK) {
+            if (!nrow[i] || !braid_gen_active(g) || (ds == BRAID_OK && g->phase != BD_GEN_GEN)) continue;
+            if (ds != BRAID_OK) {
                 g->logit_row = -1;
                 g->use_kept = 0;
                 (void)finish(g, "error");
                 continue;
             }
+            const int32_t base = g->n_tok;
             braid_status ms = bd_gen_mirror_push(&g->tok, &g->n_tok, &g->cap_tok, tok + row0[i], nrow[i]);
-            if (ms != BRAID_OK) s = ms;
-            if (g->phase == BD_GEN_GEN) {
-                g->logit_row = row0[i];
-                g->use_kept = 0;
-                g->st.n_decodes++;
-                g->st.gen_ms = bd_gen_now_ms() - g->t_gen0;
+            g->st.n_decodes++;
+            g->st.gen_ms = bd_gen_now_ms() - g->t_gen0;
+            g->use_kept = 0;
+            if (ms != BRAID_OK) {
+                if (s == BRAID_OK) s = ms;
+                g->logit_row = -1;
+                (void)finish(g, "error");
                 continue;
             }
+            if (!ndraft[i]) {
+                g->logit_row = row0[i];
+                continue;
+            }
+            braid_token nx = -1;
+            int have = 0;
+            g->defer_trunc = 1;
+            g->trunc_to = -1;
+            braid_status vs = bd_gen_verify(g, base, row0[i], ndraft[i], &nx, &have, &vstop[i]);
+            g->defer_trunc = 0;
+            if (vs != BRAID_OK) {
+                if (s == BRAID_OK) s = vs;
+                vstop[i] = "error";
+            } else if (have) {
+                g->have_next = 1;
+                g->next = nx;
+            }
+        }
+        /* 3b. the prompts that advanced */
+        for (int32_t i = 0; ds == BRAID_OK && i < n; i++) {
+            braid_gen *g = gens[i];
+            if (!nrow[i] || g->phase != BD_GEN_PROMPT) continue;
+            braid_status ms = bd_gen_mirror_push(&g->tok, &g->n_tok, &g->cap_tok, tok + row0[i], nrow[i]);
+            if (ms != BRAID_OK && s == BRAID_OK) s = ms;
             g->i_ptok += nrow[i];
             g->st.decoded_tokens = (g->i_ptok - g->lcp_ptok) + g->st.replayed_tokens;
             if (g->p.on_progress) g->p.on_progress(g->p.progress_user, g->i_ptok, g->n_ptok);
@@ -199,12 +264,37 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
                 g->phase = BD_GEN_GEN;
             }
         }
+        /* 3c. the rejected drafts go (through the rollback buffer), then the replies that verification
+         * ended are finished on what their sequences now hold */
+        for (int32_t i = 0; i < n; i++) {
+            braid_gen *g = gens[i];
+            if (!ndraft[i] || !braid_gen_active(g)) continue;
+            if (g->trunc_to >= 0) {
+                int32_t r = 0;
+                braid_status ts = bd_seq_truncate_counted(c, g->p.seq, g->trunc_to, &r);
+                g->st.spec_replayed += r;
+                g->trunc_to = -1;
+                if (ts != BRAID_OK) {
+                    if (s == BRAID_OK) s = ts;
+                    vstop[i] = "error";
+                }
+            }
+            if (vstop[i] && !strcmp(vstop[i], "error")) {
+                g->have_next = 0;
+                (void)finish(g, "error");
+            } else if (vstop[i]) {
+                braid_status fs = finish(g, vstop[i]);
+                if (fs != BRAID_OK && s == BRAID_OK) s = fs;
+            }
+        }
     }
     bd_free(tok);
     bd_free(seq);
     bd_free(flag);
     bd_free(row0);
     bd_free(nrow);
+    bd_free(ndraft);
+    bd_free((void *)vstop);
     return s;
 }
 

@@ -230,6 +230,15 @@ static braid_status decode_target(braid_gen *g, const braid_token *toks, int32_t
 /* Truncates the target's sequence to n inputs, counting replayed inputs into *replayed. */
 static braid_status truncate_target(braid_gen *g, int32_t n, int32_t *replayed) {
     int32_t r = 0;
+    if (g->defer_trunc) {
+        /* braid_gen_step: other generators' rows of the same decode are still to be read, and a truncation
+         * that has to replay would overwrite them; the step truncates once every row was read */
+        g->trunc_to = n;
+        if (g->n_tok > n) g->n_tok = n;
+        g->logit_row = -1;
+        g->use_kept = 0;
+        return BRAID_OK;
+    }
     BD_TRY(bd_seq_truncate_counted(g->ctx, g->p.seq, n, &r));
     if (replayed) *replayed += r;
     if (g->n_tok > n) g->n_tok = n;
@@ -513,19 +522,15 @@ static braid_status make_room(braid_gen *g, int32_t k, const char **stop) {
     return self_extend(g);
 }
 
-/* Speculative verification of a decoded [next, draft[0..k)] batch: walks its rows as plain decoding would
- * have, emitting every accepted draft; drops the rejected tail through the rollback buffer. *next_out gets the
- * next token to emit (already sampled) when the walk ended on a rejection or the row after the last draft;
- * *have_next says whether there is one (no: a stop was reached, *stop says which). */
-static braid_status verify(braid_gen *g, int32_t base, int32_t k, braid_token *next_out, int *have_next,
-                           const char **stop) {
+braid_status bd_gen_verify(braid_gen *g, int32_t base, int32_t row0, int32_t k, braid_token *next_out,
+                           int *have_next, const char **stop) {
     *have_next = 0;
     const int greedy = bd_sampler_is_greedy(g->smp);
     braid_model *m = (braid_model *)g->ctx->model;
     g->st.drafted += k;
     for (int32_t i = 0; i <= k; i++) {
-        const float *lg = braid_logits(g->ctx, i);
-        if (!lg) return bd_error(BRAID_E_INVALID, "generate: internal: no logits for verify row %d", i);
+        const float *lg = braid_logits(g->ctx, row0 + i);
+        if (!lg) return bd_error(BRAID_E_INVALID, "generate: internal: no logits for verify row %d", row0 + i);
         braid_token x;
         int accepted = 0;
         if (greedy || i == k) {
@@ -654,7 +659,7 @@ braid_status braid_gen_run(braid_gen *g) {
         st->n_decodes++;
         st->gen_ms = bd_gen_now_ms() - t0;
         if (k > 0) {
-            s = verify(g, base, k, &next, &have_next, &stop);
+            s = bd_gen_verify(g, base, 0, k, &next, &have_next, &stop);
         } else {
             g->logit_row = 0;
             g->use_kept = 0;

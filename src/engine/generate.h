@@ -48,6 +48,12 @@ struct braid_gen {
     /* prompt cache (p.cache): an identical prompt's kept logits stand for the last decode's row */
     float *kept;            /* [n_vocab] */
     int use_kept;           /* 1: the next token's logits are kept[], not a row of the last decode */
+    /* speculative generators in braid_gen_step: the token verification already drew (a rejected draft's
+     * replacement or the row after the last accepted one), emitted at the next step as braid_gen_run does */
+    int have_next;
+    braid_token next;
+    int defer_trunc;        /* 1: verification records its truncation in trunc_to (-1: none) instead */
+    int32_t trunc_to;
 };
 
 enum { BD_GEN_IDLE = 0, BD_GEN_PROMPT, BD_GEN_GEN, BD_GEN_DONE };
@@ -84,6 +90,13 @@ void bd_gen_cache_store(braid_gen *g, const float *logits);
 BRAID_NODISCARD braid_status bd_gen_emit(braid_gen *g, braid_token t, const char **stop);
 /* Hands the text [released, upto) to the callback; nonzero: the callback asked to stop. */
 int bd_gen_release(braid_gen *g, braid_token t, size_t upto);
+/* Speculative verification of a decoded [next, draft[0..k)] run of rows row0 .. row0 + k of ctx's last
+ * decode (next is input base of the sequence): walks the rows as plain decoding would have, emitting every
+ * accepted draft; drops the rejected tail through the rollback buffer. *next_out gets the next token to emit
+ * (already sampled) when the walk ended on a rejection or the row after the last draft; *have_next says
+ * whether there is one (no: a stop was reached, *stop says which). */
+BRAID_NODISCARD braid_status bd_gen_verify(braid_gen *g, int32_t base, int32_t row0, int32_t k,
+                                           braid_token *next_out, int *have_next, const char **stop);
 BRAID_NODISCARD braid_status bd_spec_draft(braid_gen *g, braid_token next, int32_t max, int32_t *n_draft);
 
 #endif

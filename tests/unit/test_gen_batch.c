@@ -8,7 +8,7 @@
  *   logits only to rounding (~3e-5 measured here);
  * - a generator cancelled by its abort callback stops with "cancelled" within one step and the others go on
  *   unchanged; its sequence holds what was decoded (prompt + emitted tokens but the last);
- * - refusals: two active generators on one sequence, a speculative generator. */
+ * - refusals: two active generators on one sequence (speculative generators: test_gen_batch_spec.c). */
 #include <math.h>
 #include <string.h>
 #include <unistd.h>
@@ -188,13 +188,6 @@ int main(void) {
         CHECK_STATUS(braid_gen_step(pair, 2), BRAID_E_INVALID);
         braid_gen_free(dup);
         free(r2.logits);
-        braid_gen_params sp = braid_gen_default_params();
-        sp.lookup_n = 2;
-        sp.draft_n = 2;
-        braid_gen *spec = NULL;
-        CHECK_STATUS(braid_gen_new(c, &sp, &spec), BRAID_OK);
-        CHECK_STATUS(braid_gen_begin(spec, prompts[0], plen[0]), BRAID_E_UNSUPPORTED);
-        braid_gen_free(spec);
     }
     for (int p = 0; c && p < NP; p++) braid_gen_free(gs[p]);
     for (int p = 0; p < NP; p++) free(alone[p].logits), free(both[p].logits);
