@@ -598,11 +598,13 @@ const float *braid_gen_logits(const braid_gen *g);
  * queued prompts in one batch of at most n_batch rows (sampled tokens first, then the prompts in list order).
  * A generator whose reply ends takes its checkpoint; the stats fill in as it goes. If the decode fails the
  * step returns its status and the generators with rows in it stop with stop reason "error" (no sequence
- * changed). Speculative generators (draft or lookup_n) work too: one decodes its token and its drafts as
- * rows of the step's batch, verifies its own rows after the decode and drops its rejected drafts through the
- * rollback buffer, so its tokens and logits are braid_gen_run's; a draft model drafts in the draft context's
- * sequence of the generator's id (each generator its own). The drafts are capped by the rows and cells the
- * step has left. Not for context shift or Self-Extend (BRAID_E_UNSUPPORTED). */
+ * changed); a generator that fails before the decode (sampling, drafting) stops with "error" alone and the
+ * step returns that status after decoding the others' rows.
+ * Speculative generators (draft or lookup_n) work too: one decodes its token and its drafts as rows of the
+ * step's batch, verifies its own rows after the decode and drops its rejected drafts through the rollback
+ * buffer, so its tokens and logits are braid_gen_run's; a draft model drafts in the draft context's sequence
+ * of the generator's id (each generator its own). The drafts are capped by the rows and cells the step has
+ * left. Not for context shift or Self-Extend (BRAID_E_UNSUPPORTED). */
 BRAID_NODISCARD braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n);
 /* One step of gens[0..n) (begun generators over distinct sequences of one context; see braid_gen_begin). */
 BRAID_NODISCARD braid_status braid_gen_step(braid_gen *const *gens, int32_t n);

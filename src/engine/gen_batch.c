@@ -147,6 +147,14 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
     int32_t rows = 0;
     int32_t room = s == BRAID_OK ? bd_gen_room(gens[0]) : 0;
     for (int32_t i = 0; s == BRAID_OK && i < n; i++) nrow[i] = ndraft[i] = 0;
+    /* A failure of one generator before the decode (sampling, drafting, its checkpoint) ends that one with
+     * "error" and is returned, but the others' rows still go through: they have emitted their tokens. */
+    braid_status err = BRAID_OK;
+#define GEN_FAIL(g, st)                                                                                        \
+    do {                                                                                                       \
+        if (braid_gen_active(g)) (void)finish(g, "error");                                                     \
+        if (err == BRAID_OK) err = (st);                                                                       \
+    } while (0)
     /* 1. the generating ones sample and emit; a token whose decode has no room ends the reply ("context");
      * a speculative one adds its drafts after its token, as many as its settings, its n_predict and the
      * rows and cells left allow (as braid_gen_run caps them by the cells) */
@@ -154,11 +162,12 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
         braid_gen *g = gens[i];
         if (g->phase != BD_GEN_GEN) continue;
         braid_token t;
-        s = sample_step(g, &t);
-        if (s != BRAID_OK && braid_gen_active(g)) (void)finish(g, "error");
-        if (s != BRAID_OK || t < 0) continue;
+        braid_status gs = sample_step(g, &t);
+        if (gs != BRAID_OK) GEN_FAIL(g, gs);
+        if (gs != BRAID_OK || t < 0) continue;
         if (rows >= nb || rows >= room) {
-            s = finish(g, "context");
+            gs = finish(g, "context");
+            if (gs != BRAID_OK) GEN_FAIL(g, gs);
             continue;
         }
         int32_t k = 0;
@@ -166,9 +175,9 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
             int32_t max = g->p.draft_n, left = (nb < room ? nb : room) - rows - 1;
             if (g->p.n_predict >= 0 && g->p.n_predict - g->n_out < max) max = g->p.n_predict - g->n_out;
             if (left < max) max = left;
-            if (max > 0) s = bd_spec_draft(g, t, max, &k);
-            if (s != BRAID_OK) {
-                (void)finish(g, "error");
+            if (max > 0) gs = bd_spec_draft(g, t, max, &k);
+            if (gs != BRAID_OK) {
+                GEN_FAIL(g, gs);
                 continue;
             }
         }
@@ -184,7 +193,8 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
         braid_gen *g = gens[i];
         if (g->phase != BD_GEN_PROMPT) continue;
         if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user)) {
-            s = finish(g, "cancelled");
+            braid_status gs = finish(g, "cancelled");
+            if (gs != BRAID_OK) GEN_FAIL(g, gs);
             continue;
         }
         int32_t left = (nb < room ? nb : room) - rows;
@@ -288,6 +298,8 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
             }
         }
     }
+#undef GEN_FAIL
+    if (s == BRAID_OK) s = err;
     bd_free(tok);
     bd_free(seq);
     bd_free(flag);
