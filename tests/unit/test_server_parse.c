@@ -99,6 +99,27 @@ int main(void) {
     bad("{\"prompt\":\"a\",\"prompt\":\"b\"}", SRV_REQ_COMPLETION, "");
     bad("not json", SRV_REQ_COMPLETION, "");
     bad("{\"prompt\":\"\xc3\x28\"}", SRV_REQ_COMPLETION, "");
+    /* "speculative": a mode, n (or n_max) and ngram, each named when wrong; null and absent are the default */
+    CHECK(parse("{\"prompt\":\"a\",\"speculative\":{\"mode\":\"lookup\",\"n\":4,\"ngram\":2,\"p_min\":0.5}}",
+                SRV_REQ_COMPLETION, &r, &e),
+          "speculative lookup: %s", e.message);
+    CHECK(r.spec_mode == SRV_SPEC_LOOKUP && r.spec_n == 4 && r.spec_ngram == 2, "speculative fields read");
+    srv_request_free(&r);
+    CHECK(parse("{\"prompt\":\"a\",\"speculative\":{\"mode\":\"draft\",\"n_max\":3}}", SRV_REQ_COMPLETION, &r, &e) &&
+              r.spec_mode == SRV_SPEC_DRAFT && r.spec_n == 3,
+          "n_max is n");
+    srv_request_free(&r);
+    CHECK(parse("{\"prompt\":\"a\",\"speculative\":null}", SRV_REQ_COMPLETION, &r, &e) && r.spec_mode == SRV_SPEC_DEFAULT &&
+              r.spec_n == 0 && r.spec_ngram == 0,
+          "speculative null: the server's default");
+    srv_request_free(&r);
+    bad("{\"prompt\":\"a\",\"speculative\":true}", SRV_REQ_COMPLETION, "speculative");
+    bad("{\"prompt\":\"a\",\"speculative\":{\"mode\":\"eagle\"}}", SRV_REQ_COMPLETION, "speculative.mode");
+    bad("{\"prompt\":\"a\",\"speculative\":{\"n\":0}}", SRV_REQ_COMPLETION, "speculative.n");
+    bad("{\"prompt\":\"a\",\"speculative\":{\"n\":1.5}}", SRV_REQ_COMPLETION, "speculative.n");
+    bad("{\"prompt\":\"a\",\"speculative\":{\"n_max\":99}}", SRV_REQ_COMPLETION, "speculative.n_max");
+    bad("{\"prompt\":\"a\",\"speculative\":{\"ngram\":65}}", SRV_REQ_COMPLETION, "speculative.ngram");
+    bad("{\"prompt\":\"a\",\"speculative\":{\"mode\":\"off\",\"ngram\":2}}", SRV_REQ_COMPLETION, "speculative");
 
     /* tool calls */
     size_t pre = 99;
