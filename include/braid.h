@@ -606,6 +606,13 @@ const float *braid_gen_logits(const braid_gen *g);
  * of the generator's id (each generator its own). The drafts are capped by the rows and cells the step has
  * left. Not for context shift or Self-Extend (BRAID_E_UNSUPPORTED). */
 BRAID_NODISCARD braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n);
+/* braid_gen_begin for a prompt of text and images (braid_gen_prompt_parts' parts): the prompt is decoded now,
+ * whole, outside the steps (an image span is embedding rows at M-RoPE grid positions, decoded as one unit
+ * between checkpoints), and the generator joins the next braid_gen_step generating; the logits of the prompt's
+ * last input are kept, so other generators' decodes before that step do not matter. The longest common prefix
+ * with the sequence is kept (image rows compared by value). A prompt with an image needs a generator without
+ * a prompt cache (its radix tree keys token ids): BRAID_E_UNSUPPORTED otherwise. */
+BRAID_NODISCARD braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts, int32_t n_parts);
 /* One step of gens[0..n) (begun generators over distinct sequences of one context; see braid_gen_begin). */
 BRAID_NODISCARD braid_status braid_gen_step(braid_gen *const *gens, int32_t n);
 /* 1 from braid_gen_begin until the generator's reply ends. */

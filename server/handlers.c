@@ -66,6 +66,129 @@ static braid_token *tokenize(srv *s, const char *text, size_t len, int add_speci
     return t;
 }
 
+/* The text that surrounds an image for the qwen3vl_merger projector: Qwen3-VL / Qwen3.5 chat templates write
+ * <|vision_start|><|image_pad|><|vision_end|> for an image part, mtmd (and `braid run`) puts the rows where
+ * the pad is. Each wrapper is tokenized on its own, as tools/image_prompt.c does, so no merge crosses it. */
+static const char img_begin[] = "<|vision_start|>", img_end[] = "<|vision_end|>";
+
+/* A prompt with images, built from the rendered text (one SRV_IMAGE_MARKER per image): the tokens (image rows
+ * as srv_image_token), the parts (pointing into *toks and rows[]) and the encoded rows. Decoding and encoding
+ * run here, on the request's HTTP thread, so the scheduler only decodes the rows. 0: *status and err say why
+ * (400 for anything about the images themselves). */
+typedef struct img_build {
+    braid_token *toks;
+    int32_t n;
+    braid_prompt_part parts[2 * SRV_MAX_IMAGES + 1];
+    int32_t n_parts;
+    float *rows[SRV_MAX_IMAGES];
+    double encode_ms;
+} img_build;
+
+static void img_build_free(img_build *b) {
+    free(b->toks);
+    for (int i = 0; i < SRV_MAX_IMAGES; i++) braid_free(b->rows[i]);
+    memset(b, 0, sizeof *b);
+}
+
+static int push_text(srv *s, img_build *b, int32_t *cap, const char *text, size_t len) {
+    if (!len) return 1;
+    int32_t k = 0;
+    braid_token *t = tokenize(s, text, len, 0, 1, &k);
+    if (!t) return 0;
+    if (b->n + k > *cap) {
+        int32_t nc = (b->n + k) * 2;
+        braid_token *nt = realloc(b->toks, (size_t)nc * sizeof *nt);
+        if (!nt) return free(t), 0;
+        b->toks = nt, *cap = nc;
+    }
+    memcpy(b->toks + b->n, t, (size_t)k * sizeof *t);
+    b->n += k;
+    free(t);
+    return 1;
+}
+
+static int build_image_prompt(srv *s, const srv_request *req, const char *text, size_t len, img_build *b, int *status,
+                              char *err, size_t err_len) {
+    memset(b, 0, sizeof *b);
+    *status = 400;
+    const char *piece[SRV_MAX_IMAGES + 1];
+    size_t piece_len[SRV_MAX_IMAGES + 1];
+    const size_t ml = sizeof SRV_IMAGE_MARKER - 1;
+    int n_markers = 0;
+    const char *p = text, *end = text + len;
+    for (const char *q = p; q + ml <= end;) {
+        if (memcmp(q, SRV_IMAGE_MARKER, ml)) {
+            q++;
+            continue;
+        }
+        if (n_markers == req->n_images) break;
+        piece[n_markers] = p;
+        piece_len[n_markers++] = (size_t)(q - p);
+        p = q = q + ml;
+    }
+    piece[n_markers] = p;
+    piece_len[n_markers] = (size_t)(end - p);
+    if (n_markers != req->n_images || memmem(p, piece_len[n_markers], SRV_IMAGE_MARKER, ml)) {
+        snprintf(err, err_len, "the rendered prompt places %d images for %d image parts (the text may not contain "
+                 "'%s' itself)", n_markers, req->n_images, SRV_IMAGE_MARKER);
+        return 0;
+    }
+    int32_t cap = 0;
+    for (int k = 0; k <= req->n_images; k++) {
+        int32_t start = b->n;
+        if ((k && !push_text(s, b, &cap, img_end, sizeof img_end - 1)) || !push_text(s, b, &cap, piece[k], piece_len[k]) ||
+            (k < req->n_images && !push_text(s, b, &cap, img_begin, sizeof img_begin - 1))) {
+            *status = 500;
+            snprintf(err, err_len, "tokenizing the prompt failed");
+            return 0;
+        }
+        if (b->n > start) b->parts[b->n_parts++] = (braid_prompt_part){.n_tokens = b->n - start, .tokens = NULL};
+        if (k == req->n_images) break;
+        braid_image *im = NULL;
+        braid_status st = braid_image_decode(req->images[k].data, req->images[k].size, &im);
+        int32_t nx = 0, ny = 0;
+        if (st == BRAID_OK) {
+            double t0 = srv_now_ms();
+            pthread_mutex_lock(&s->mm_mu);
+            st = braid_mmproj_encode(s->cfg.mmproj, im, &b->rows[k], &nx, &ny);
+            pthread_mutex_unlock(&s->mm_mu);
+            b->encode_ms += srv_now_ms() - t0;
+        }
+        uint64_t h = im ? braid_image_hash(im) : 0;
+        braid_image_free(im);
+        if (st != BRAID_OK) {
+            if (st == BRAID_E_NOMEM) *status = 500;
+            snprintf(err, err_len, "image %d: %s: %s", k, braid_status_name(st), braid_last_error());
+            return 0;
+        }
+        int32_t rows = nx * ny;
+        if (b->n + rows > cap) {
+            int32_t nc = (b->n + rows) * 2;
+            braid_token *nt = realloc(b->toks, (size_t)nc * sizeof *nt);
+            if (!nt) {
+                *status = 500;
+                snprintf(err, err_len, "out of memory");
+                return 0;
+            }
+            b->toks = nt, cap = nc;
+        }
+        for (int32_t r = 0; r < rows; r++) b->toks[b->n + r] = srv_image_token(h, r);
+        b->n += rows;
+        b->parts[b->n_parts++] = (braid_prompt_part){.embd = b->rows[k], .nx = nx, .ny = ny};
+    }
+    /* the text parts point into toks, now that it has stopped moving */
+    for (int32_t i = 0, o = 0; i < b->n_parts; i++) {
+        braid_prompt_part *q = &b->parts[i];
+        if (q->embd) {
+            o += q->nx * q->ny;
+        } else {
+            q->tokens = b->toks + o;
+            o += q->n_tokens;
+        }
+    }
+    return 1;
+}
+
 static int all_done(const srv_task *t) {
     for (int i = 0; i < t->n_jobs; i++)
         if (!t->jobs[i].done) return 0;
@@ -283,8 +406,15 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
                                "response_format json_object / json_schema needs constrained decoding, which this "
                                "server does not have yet");
     }
+    if (req.n_images && !s->cfg.mmproj) {
+        srv_request_free(&req);
+        return srv_reply_error(cn, 400, NULL, "messages", NULL,
+                               "this server has no vision projector: images need `braid serve --mmproj FILE`");
+    }
     braid_token *toks = NULL;
     int32_t n = 0;
+    img_build ib;
+    memset(&ib, 0, sizeof ib);
     if (kind == SRV_REQ_CHAT) {
         char *err = NULL;
         size_t len = 0;
@@ -296,8 +426,24 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
             srv_request_free(&req);
             return r;
         }
-        toks = tokenize(s, text, len, 0, 1, &n);
-        braid_free(text);
+        if (req.n_images) {
+            int status = 400;
+            char why[400];
+            int ok = build_image_prompt(s, &req, text, len, &ib, &status, why, sizeof why);
+            braid_free(text);
+            if (!ok) {
+                img_build_free(&ib);
+                srv_request_free(&req);
+                return srv_reply_error(cn, status, NULL, "messages", NULL, "%s", why);
+            }
+            if (s->cfg.verbose)
+                fprintf(stderr, "braid serve: %d images encoded in %.1f ms\n", req.n_images, ib.encode_ms);
+            toks = ib.toks, n = ib.n;
+            ib.toks = NULL;
+        } else {
+            toks = tokenize(s, text, len, 0, 1, &n);
+            braid_free(text);
+        }
     } else if (req.prompt) {
         toks = tokenize(s, req.prompt, strlen(req.prompt), 1, 1, &n);
     } else {
@@ -314,11 +460,13 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
     }
     if (!toks || n == 0) {
         free(toks);
+        img_build_free(&ib);
         srv_request_free(&req);
         return srv_reply_error(cn, 400, NULL, "prompt", NULL, "the prompt has no tokens");
     }
     if (n >= s->cfg.ctx_per_slot) {
         free(toks);
+        img_build_free(&ib);
         srv_request_free(&req);
         char *j = srv_error_json(400, "exceed_context_size_error", "messages", "context_length_exceeded",
                                  "the request has %d prompt tokens, the context holds %d (and one more for the reply)",
@@ -334,9 +482,25 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
     int32_t n_predict = req.max_tokens >= 0 && req.max_tokens < room ? req.max_tokens : room;
     const int stream_it = req.stream;
     srv_task *t = srv_task_new(s, &req, toks, n, n_predict);
-    if (!t) {
-        free(toks);
-        srv_request_free(&req);
+    if (t && ib.n_parts) {
+        t->parts = malloc((size_t)ib.n_parts * sizeof *t->parts);
+        if (t->parts) {
+            memcpy(t->parts, ib.parts, (size_t)ib.n_parts * sizeof *t->parts);
+            t->n_parts = ib.n_parts;
+            memcpy(t->rows, ib.rows, sizeof t->rows);
+            memset(ib.rows, 0, sizeof ib.rows);
+        }
+    }
+    if (!t || (ib.n_parts && !t->n_parts)) {
+        img_build_free(&ib);
+        if (t) {
+            pthread_mutex_lock(&s->mu);
+            srv_task_release_locked(t);
+            pthread_mutex_unlock(&s->mu);
+        } else {
+            free(toks);
+            srv_request_free(&req);
+        }
         return srv_reply_error(cn, 500, NULL, NULL, NULL, "out of memory");
     }
     if (!srv_submit(s, t)) {
@@ -409,6 +573,8 @@ static enum MHD_Result models(srv_conn *cn) {
         json_object_set_new(meta, "n_vocab", json_integer(s->n_vocab));
         json_object_set_new(meta, "n_ctx_slot", json_integer(s->cfg.ctx_per_slot));
         json_object_set_new(meta, "n_slots", json_integer(s->cfg.parallel));
+        /* the chat page offers to attach images only when this is true (--mmproj) */
+        json_object_set_new(meta, "vision", json_boolean(s->cfg.mmproj != NULL));
         json_object_set_new(m, "meta", meta);
         json_array_append_new(data, m);
     }

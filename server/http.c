@@ -208,6 +208,7 @@ int srv_start(const srv_config *cfg, braid_model *model, braid_context *ctx, srv
     s->t_start = srv_now_ms();
     s->m.n_slots = cfg->parallel;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->mm_mu, NULL);
     pthread_cond_init(&s->cv_work, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -273,5 +274,6 @@ void srv_stop(srv *s) {
     pthread_cond_destroy(&s->cv_work);
     pthread_cond_destroy(&s->cv_out);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->mm_mu);
     free(s);
 }

@@ -88,12 +88,82 @@ void srv_request_free(srv_request *r) {
     free(r->tools_json);
     free(r->tool_name);
     free(r->schema_json);
+    for (int i = 0; i < r->n_images; i++) free(r->images[i].data);
     memset(r, 0, sizeof *r);
 }
 
-/* A message's content as one string: a string, null (""), or an array of {"type": "text", "text": ...}
- * parts joined. Images are refused (this server has no image encoder yet). */
-static json_t *content_text(json_t *c, int i, srv_req_error *e) {
+/* Standard base64 (RFC 4648, '=' padding optional) into a malloc'd buffer; whitespace is skipped, as
+ * browsers and `base64` wrap lines. 0 with why set on any other character or a dangling last character. */
+static int base64_decode(const char *in, size_t n, unsigned char **out, size_t *size, char *why, size_t why_len) {
+    unsigned char *buf = malloc(n / 4 * 3 + 3);
+    if (!buf) return snprintf(why, why_len, "out of memory"), 0;
+    uint32_t acc = 0;
+    int bits = 0, pad = 0;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)in[i];
+        int v;
+        if (c >= 'A' && c <= 'Z') v = c - 'A';
+        else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+        else if (c >= '0' && c <= '9') v = c - '0' + 52;
+        else if (c == '+') v = 62;
+        else if (c == '/') v = 63;
+        else if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        else if (c == '=') {
+            pad++;
+            continue;
+        } else {
+            free(buf);
+            return snprintf(why, why_len, "the base64 data has a '%c' (byte %u) at offset %zu",
+                            c >= 32 && c < 127 ? c : '?', c, i), 0;
+        }
+        if (pad) {
+            free(buf);
+            return snprintf(why, why_len, "the base64 data goes on after '=' padding (offset %zu)", i), 0;
+        }
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            buf[o++] = (unsigned char)(acc >> bits);
+        }
+    }
+    if (bits >= 6 || pad > 2) { /* one character of a group alone encodes no byte */
+        free(buf);
+        return snprintf(why, why_len, "the base64 data is truncated (its length is not a whole number of bytes)"), 0;
+    }
+    *out = buf;
+    *size = o;
+    return 1;
+}
+
+/* An image_url part: only base64 data: URLs; the bytes go to r->images. */
+static int image_part(json_t *part, const char *p, srv_request *r, srv_req_error *e) {
+    json_t *iu = json_object_get(part, "image_url");
+    json_t *url = json_is_object(iu) ? json_object_get(iu, "url") : iu; /* some clients send the URL bare */
+    if (!json_is_string(url)) return fail(e, p, "an image_url part of '%s' needs image_url.url (a string)", p);
+    const char *u = json_string_value(url);
+    size_t n = json_string_length(url);
+    if (!strncmp(u, "http://", 7) || !strncmp(u, "https://", 8))
+        return fail(e, p, "'%s' has a remote image URL: this server does not fetch remote images; send the image "
+                          "inline as a data: URL (data:image/png;base64,...)", p);
+    if (strncmp(u, "data:", 5)) return fail(e, p, "'%s': an image URL must be a data: URL (data:image/png;base64,...)", p);
+    const char *comma = memchr(u, ',', n);
+    if (!comma || comma - u < 12 || memcmp(comma - 7, ";base64", 7))
+        return fail(e, p, "'%s': the data: URL must be base64 (data:<type>;base64,<data>)", p);
+    if (r->n_images == SRV_MAX_IMAGES) return fail(e, p, "a request may hold at most %d images", SRV_MAX_IMAGES);
+    char why[160];
+    srv_image_bytes *im = &r->images[r->n_images];
+    if (!base64_decode(comma + 1, n - (size_t)(comma + 1 - u), &im->data, &im->size, why, sizeof why))
+        return fail(e, p, "'%s': %s", p, why);
+    r->n_images++;
+    if (!im->size) return fail(e, p, "'%s': the image is empty (0 bytes)", p);
+    return 1;
+}
+
+/* A message's content as one string: a string, null (""), or an array of {"type": "text", "text": ...} and
+ * {"type": "image_url", ...} parts joined, each image as SRV_IMAGE_MARKER (its bytes go to r->images). */
+static json_t *content_text(json_t *c, int i, srv_request *r, srv_req_error *e) {
     char p[64];
     snprintf(p, sizeof p, "messages[%d].content", i);
     if (!c || json_is_null(c)) return json_string("");
@@ -102,6 +172,7 @@ static json_t *content_text(json_t *c, int i, srv_req_error *e) {
         fail(e, p, "'%s' must be a string or an array of content parts", p);
         return NULL;
     }
+    const size_t ml = sizeof SRV_IMAGE_MARKER - 1;
     size_t n = 0, idx;
     json_t *part;
     json_array_foreach(c, idx, part) {
@@ -110,8 +181,13 @@ static json_t *content_text(json_t *c, int i, srv_req_error *e) {
             fail(e, p, "each part of '%s' must be an object with a string 'type'", p);
             return NULL;
         }
+        if (!strcmp(json_string_value(t), "image_url")) {
+            if (!image_part(part, p, r, e)) return NULL;
+            n += ml;
+            continue;
+        }
         if (strcmp(json_string_value(t), "text")) {
-            fail(e, p, "content parts of type '%s' are not supported (text only)", json_string_value(t));
+            fail(e, p, "content parts of type '%s' are not supported (text and image_url only)", json_string_value(t));
             return NULL;
         }
         json_t *tx = json_object_get(part, "text");
@@ -129,6 +205,11 @@ static json_t *content_text(json_t *c, int i, srv_req_error *e) {
     size_t o = 0;
     json_array_foreach(c, idx, part) {
         json_t *tx = json_object_get(part, "text");
+        if (!json_is_string(tx) || strcmp(json_string_value(json_object_get(part, "type")), "text")) {
+            memcpy(buf + o, SRV_IMAGE_MARKER, ml);
+            o += ml;
+            continue;
+        }
         memcpy(buf + o, json_string_value(tx), json_string_length(tx));
         o += json_string_length(tx);
     }
@@ -203,7 +284,7 @@ static int parse_messages(json_t *root, srv_request *r, srv_req_error *e) {
             snprintf(p, sizeof p, "messages[%d].role", i);
             return fail(e, p, "'%s' must be one of system, developer, user, assistant, tool", p);
         }
-        json_t *text = content_text(json_object_get(m, "content"), i, e);
+        json_t *text = content_text(json_object_get(m, "content"), i, r, e);
         if (!text) {
             json_decref(out);
             return 0;

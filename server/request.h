@@ -3,7 +3,8 @@
  * Everything the handlers need is checked here, before anything is queued: types, ranges, the shape of
  * messages, tools, tool_choice, stop, response_format. A null value means "absent" (the server's default);
  * fields this server does not know are ignored (as llama-server and vLLM do); a field it knows but cannot
- * honour (echo, suffix, best_of > 1, images) is refused. This is the parser's whole surface: the fuzz target
+ * honour (echo, suffix, best_of > 1, remote image URLs) is refused. Images come as image_url parts with
+ * base64 data: URLs; their bytes are decoded from base64 here, the pictures themselves by the handler. This is the parser's whole surface: the fuzz target
  * (fuzz/fuzz_server_request.c) feeds it arbitrary bytes. */
 #ifndef BRAID_SERVER_REQUEST_H
 #define BRAID_SERVER_REQUEST_H
@@ -15,6 +16,16 @@
 
 #define SRV_MAX_STOP 8
 #define SRV_MAX_TOP_LOGPROBS 20
+#define SRV_MAX_IMAGES 16
+/* What an image part becomes in a message's text: the handler splits the rendered prompt there (the same
+ * marker as `braid run` and `braid chat`, tools/image_prompt.h). */
+#define SRV_IMAGE_MARKER "<__image__>"
+
+/* An image part's encoded bytes (PNG, JPEG, WebP: whatever the data: URL held), in message order. */
+typedef struct srv_image_bytes {
+    unsigned char *data;
+    size_t size;
+} srv_image_bytes;
 
 typedef enum { SRV_REQ_CHAT, SRV_REQ_COMPLETION } srv_req_kind;
 typedef enum { SRV_TOOLS_NONE, SRV_TOOLS_AUTO, SRV_TOOLS_REQUIRED, SRV_TOOLS_FUNCTION } srv_tool_choice;
@@ -27,9 +38,11 @@ typedef enum { SRV_SPEC_DEFAULT = 0, SRV_SPEC_OFF, SRV_SPEC_LOOKUP, SRV_SPEC_DRA
 typedef struct srv_request {
     srv_req_kind kind;
     char *model;            /* NULL: not given */
-    /* chat: the messages normalized for the template (content parts joined into a string, tool-call
-     * arguments parsed into objects), as a JSON array */
+    /* chat: the messages normalized for the template (content parts joined into a string, an image part
+     * as SRV_IMAGE_MARKER, tool-call arguments parsed into objects), as a JSON array */
     char *messages_json;
+    srv_image_bytes images[SRV_MAX_IMAGES]; /* the image parts, in order */
+    int n_images;
     /* completion: the prompt as text, or as token ids */
     char *prompt;
     braid_token *prompt_tokens;

@@ -5,7 +5,11 @@
  * braid_gen_step over every active slot: each generating slot's next token and chunks of the prompts still
  * being read go through one decode, earlier admissions' prompts first, so a long prompt does not stall the
  * other streams (continuous batching). A job whose client went away is cancelled by its generator's abort
- * callback at the next step; braid_decode is whole or nothing, so nothing is half-applied. */
+ * callback at the next step; braid_decode is whole or nothing, so nothing is half-applied.
+ *
+ * A prompt with images (encoded on its HTTP thread before it is queued) is decoded whole when its job is
+ * admitted (braid_gen_begin_parts), outside the shared batch: the other slots wait for that prefill (image
+ * rows cannot share a token batch), then it generates in the steps like any other. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +57,8 @@ static void task_free(srv_task *t) {
     }
     free(t->jobs);
     free(t->toks);
+    free(t->parts);
+    for (int i = 0; i < SRV_MAX_IMAGES; i++) braid_free(t->rows[i]);
     srv_request_free(&t->req);
     free(t);
 }
@@ -217,9 +223,18 @@ static int begin_job(srv *s, srv_job *j) {
     gp.abort_user = j;
     gp.cache = s->cache; /* NULL without --cache-ram: the slot's own prefix only */
     srv_spec_settings(s, r, &gp);
+    /* a prompt with images: the cache's radix tree keys token ids, so such a prompt reuses the slot's own
+     * sequence only (its rows compared by value), and neither it nor its reply is stored in the cache; nor
+     * does it speculate (a draft model cannot see the image, and lookup's history holds no image rows) */
+    if (t->n_parts) {
+        gp.cache = NULL;
+        gp.draft = NULL;
+        gp.lookup_n = 0;
+    }
     j->spec = gp.draft || gp.lookup_n > 0;
     braid_status st = braid_gen_new(s->ctx, &gp, &j->g);
-    if (st == BRAID_OK) st = braid_gen_begin(j->g, t->toks, t->n_toks);
+    if (st == BRAID_OK && t->n_parts) st = braid_gen_begin_parts(j->g, t->parts, t->n_parts);
+    else if (st == BRAID_OK) st = braid_gen_begin(j->g, t->toks, t->n_toks);
     if (st != BRAID_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s: %s", braid_status_name(st), braid_last_error());

@@ -48,6 +48,9 @@ typedef struct srv_config {
     int32_t draft_n;            /* tokens drafted per step by default (--draft-n) */
     int32_t draft_n_max;        /* the most a request may ask: the context's n_rollback - 1 */
     int32_t lookup_n;           /* --lookup: the longest n-gram lookup matches; 0: lookup is not the default */
+    /* a vision projector checked against the model (not owned), or NULL: chat requests with image_url parts
+     * are refused */
+    braid_mmproj *mmproj;
 } srv_config;
 
 void srv_config_default(srv_config *c);

@@ -42,8 +42,13 @@ typedef struct srv_job {
 struct srv_task {
     srv *s;
     srv_request req;
-    braid_token *toks;     /* the prompt */
+    braid_token *toks;     /* the prompt; with images, each image row is an image token (srv_image_token) */
     int32_t n_toks;
+    /* a prompt with images: its parts (text parts point into toks, image parts into rows), else n_parts 0.
+     * Such a prompt is decoded by braid_gen_begin_parts (outside the shared batch) */
+    braid_prompt_part *parts;
+    int32_t n_parts;
+    float *rows[SRV_MAX_IMAGES]; /* braid_free */
     int32_t n_predict;     /* most tokens per choice: max_tokens capped by the slot's context */
     int refs;              /* under srv.mu */
     atomic_int cancelled;  /* set by the HTTP side (client gone, timeout) or srv_stop */
@@ -97,10 +102,24 @@ struct srv {
     uint64_t *cache_hashes;      /* snapshot for GET /cache (under mu; braid_free) */
     size_t n_cache_hashes;
     srv_slot_op op;              /* one slot operation at a time (under mu) */
+    /* cfg.mmproj encodes on the HTTP threads, one image at a time: the projector's scratch and its cache
+     * of rows are not shared between threads */
+    pthread_mutex_t mm_mu;
     char *keys[SRV_MAX_KEYS];
 };
 
 double srv_now_ms(void);
+
+/* The token that stands for row `row` of an image with content hash h in the slots' token lists (what a slot
+ * holds, compared to pick the slot of a follow-up turn): negative, so never a vocabulary token nor the -1
+ * the generators use for rows; the same image gives the same run of tokens, another image (almost surely) a
+ * different one. The memory compares the rows themselves before keeping any (braid_gen_prompt_parts). */
+static inline braid_token srv_image_token(uint64_t h, int32_t row) {
+    uint64_t x = (h ^ ((uint64_t)(uint32_t)row * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+    uint32_t low = (uint32_t)(x >> 33);                   /* 31 bits */
+    if (low == 0x7fffffffu) low = 0x7ffffffeu;             /* not -1 */
+    return (braid_token)((int32_t)low - INT32_MAX - 1);    /* INT32_MIN .. -2 */
+}
 
 /* slot_ops.c */
 /* 1 if name is a file name POST /slots accepts (stays inside --slot-save-path). */

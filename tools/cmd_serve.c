@@ -11,6 +11,7 @@
 #include "braid.h"
 #include "commands.h"
 #include "default_model.h"
+#include "image_prompt.h"
 #include "server.h"
 #include "tool_util.h"
 
@@ -38,7 +39,10 @@ static void serve_usage(FILE *f) {
                "                        its context holds one sequence per slot\n"
                "  --lookup N            speculative decoding from earlier N-grams of each request's text by default\n"
                "  --draft-n N           tokens drafted per step (default 8); requests may ask up to\n"
-               "                        max(N, 7) with \"speculative\": {\"mode\", \"n\", \"ngram\"}\n");
+               "                        max(N, 7) with \"speculative\": {\"mode\", \"n\", \"ngram\"}\n"
+               "  --mmproj FILE         vision projector (mmproj GGUF): chat messages may hold image_url parts\n"
+               "                        (base64 data: URLs), and the chat page offers to attach images\n"
+               "  --image-min-tokens N, --image-max-tokens N   rows per image (default: the projector's)\n");
 }
 
 static volatile sig_atomic_t stop_flag;
@@ -75,7 +79,9 @@ static int cmd_serve(int argc, char **argv) {
     int32_t n_batch = 512, n_threads = 0, interval = 256, v = 0, cache_mib = 1024, cache_entries = 0;
     int32_t draft_n = 8, lookup_n = 0;
     const char *draft_path = NULL;
-    int ok = 1;
+    int ok = 1, io = 0;
+    img_opts img;
+    memset(&img, 0, sizeof img);
     for (int i = 1; ok && i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED()                                                                                                 \
@@ -152,6 +158,10 @@ static int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--lookup")) {
             NEED();
             ok = tool_parse_i32("braid serve", a, val, 1, 64, &lookup_n);
+        } else if ((io = img_opts_parse("serve", argc, argv, &i, &img)) != 0) {
+            if (io < 0) return 2;
+            if (img.n_images || img.dump)
+                return fprintf(stderr, "braid serve: images come with the requests (image_url parts)\n"), 2;
         } else if (!strcmp(a, "--checkpoint-interval")) {
             NEED();
             ok = tool_parse_i32("braid serve", a, val, 0, (int32_t)BRAID_MAX_CHECKPOINT_INTERVAL, &interval);
@@ -180,6 +190,12 @@ static int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "braid serve: %s: %s\n", model_path, braid_last_error());
         return 1;
     }
+    braid_mmproj *mm = NULL;
+    if (img.mmproj && !img_load_mmproj("serve", &img, model, n_threads, &mm)) {
+        braid_model_free(model);
+        return 1;
+    }
+    cfg.mmproj = mm;
     braid_context_params cp = braid_context_default_params();
     cfg.cache_ram = (uint64_t)cache_mib << 20;
     cfg.cache_entries = cache_entries > 0 ? cache_entries : 4 * cfg.parallel;
@@ -192,6 +208,7 @@ static int cmd_serve(int argc, char **argv) {
     if (cells > BRAID_MAX_CTX) {
         fprintf(stderr, "braid serve: %d slots x %d tokens is more than %u cells\n", cfg.parallel, cfg.ctx_per_slot,
                 BRAID_MAX_CTX);
+        braid_mmproj_free(mm);
         braid_model_free(model);
         return 2;
     }
@@ -212,6 +229,7 @@ static int cmd_serve(int argc, char **argv) {
     st = braid_context_new(model, &cp, &ctx);
     if (st != BRAID_OK) {
         fprintf(stderr, "braid serve: context: %s\n", braid_last_error());
+        braid_mmproj_free(mm);
         braid_model_free(model);
         return 1;
     }
@@ -258,6 +276,7 @@ static int cmd_serve(int argc, char **argv) {
         braid_context_free(draft_ctx);
         braid_model_free(draft_model);
         braid_context_free(ctx);
+        braid_mmproj_free(mm);
         braid_model_free(model);
         return 1;
     }
@@ -271,6 +290,7 @@ static int cmd_serve(int argc, char **argv) {
     braid_context_free(draft_ctx);
     braid_model_free(draft_model);
     braid_context_free(ctx);
+    braid_mmproj_free(mm);
     braid_model_free(model);
     for (int i = 0; i < SRV_MAX_KEYS; i++) free(key_store[i]);
     return 0;

@@ -20,7 +20,10 @@
  *
  * Whole or nothing: a decode that fails changes no sequence; the generators that had a row in it stop with
  * stop reason "error" (the step returns the status), the others are untouched. Context shift and Self-Extend
- * are braid_gen_run's; begin refuses them. */
+ * are braid_gen_run's; begin refuses them.
+ *
+ * braid_gen_begin_parts starts a generator on a prompt with images: its prompt is decoded at once, outside
+ * the shared batch, and it joins the steps generating. */
 #include <string.h>
 
 #include "base/alloc.h"
@@ -69,6 +72,42 @@ braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n)
     }
     bd_free(trimmed);
     return s;
+}
+
+/* Prompts with images are decoded here, whole, by braid_gen_prompt_parts (image spans are embedding rows at
+ * grid positions, which a step's token batch cannot carry); the logits of its last input are kept in g->kept,
+ * since the next decode of another generator (before this one's first step) replaces the context's rows. */
+braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts, int32_t n_parts) {
+    if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_begin_parts: NULL generator");
+    if (g->p.draft || g->p.lookup_n > 0)
+        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: speculative generators run with braid_gen_run");
+    if (g->p.ctx_shift || g->p.self_extend_n > 1)
+        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: context shift and Self-Extend need braid_gen_run");
+    for (int32_t p = 0; parts && p < n_parts; p++)
+        if (parts[p].embd && g->p.cache)
+            return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: the prompt cache keys token ids, not images: "
+                                                 "a prompt with images needs a generator without a cache");
+    g->phase = BD_GEN_IDLE;
+    BD_TRY(braid_gen_prompt_parts(g, parts, n_parts));
+    const float *lg = bd_gen_next_logits(g);
+    if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_begin_parts: internal: no logits after the prompt");
+    if (!g->use_kept) {
+        if (!g->kept && !(g->kept = bd_mallocn((size_t)g->n_vocab, sizeof(float))))
+            return bd_error(BRAID_E_NOMEM, "braid_gen_begin_parts: out of memory for the logits");
+        memcpy(g->kept, lg, (size_t)g->n_vocab * sizeof(float));
+        g->use_kept = 1;
+    }
+    g->n_ptok = g->i_ptok = g->lcp_ptok = 0;
+    g->n_out = 0;
+    g->n_text = g->n_released = 0;
+    if (g->text) g->text[0] = 0;
+    g->st.n_generated = g->st.n_decodes = 0;
+    g->st.drafted = g->st.accepted = g->st.spec_replayed = g->st.draft_replayed = 0;
+    g->st.gen_ms = g->st.ttft_ms = 0;
+    g->st.stop = "";
+    g->t_gen0 = bd_gen_now_ms();
+    g->phase = BD_GEN_GEN;
+    return BRAID_OK;
 }
 
 int braid_gen_active(const braid_gen *g) { return g && (g->phase == BD_GEN_PROMPT || g->phase == BD_GEN_GEN); }
