@@ -1,6 +1,9 @@
 // app.js — the chat page of braid serve: conversations kept in localStorage, replies streamed from this
 // server's /v1/chat/completions (SSE read from fetch), a status line from /slots and /metrics. Model text only
 // ever reaches the page as DOM text nodes (the Markdown renderer below builds elements itself), never as HTML.
+// When /v1/models says the server has a vision projector (meta.vision), images can be attached to a message
+// (the Image button or a paste): kept as data: URLs with the message, shown as thumbnails, and sent as
+// OpenAI image_url parts (the CSP allows data: images; nothing is fetched from elsewhere).
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -12,12 +15,18 @@ let convs = load(STORE, []);
 let current = localStorage.getItem(CURRENT);
 let settings = Object.assign({}, DEFAULTS, load(SETTINGS, {}));
 let busy = null; // {controller} while a reply streams
+let vision = false; // the server accepts images (/v1/models meta.vision)
+let pending = [];   // data: URLs of the images attached to the message being written
 
 function load(key, dflt) {
   try { const v = JSON.parse(localStorage.getItem(key)); return v == null ? dflt : v; } catch (e) { return dflt; }
 }
 function save() {
-  localStorage.setItem(STORE, JSON.stringify(convs));
+  try {
+    localStorage.setItem(STORE, JSON.stringify(convs));
+  } catch (e) { // images make conversations large: the page keeps working, the storage is behind
+    $('status').textContent = 'storage full: this conversation is not saved in the browser';
+  }
   if (current) localStorage.setItem(CURRENT, current);
 }
 function conv() { return convs.find((c) => c.id === current); }
@@ -126,6 +135,14 @@ function renderMessage(m, idx) {
   if (m.role === 'user') {
     const b = tools.appendChild(el('button', 'edit', 'Edit'));
     b.addEventListener('click', () => editTurn(idx, d));
+  }
+  if (m.images && m.images.length) {
+    const box = d.appendChild(el('div', 'images'));
+    for (const u of m.images) {
+      const img = box.appendChild(el('img', 'thumb'));
+      img.alt = 'attached image';
+      img.src = u;
+    }
   }
   const body = d.appendChild(el('div', 'body'));
   fillBody(body, m);
@@ -247,11 +264,54 @@ function newConv() {
   return c;
 }
 
-async function send(text) {
+async function send(text, images) {
   let c = conv() || newConv();
-  c.messages.push({ role: 'user', content: text });
-  if (!c.title) c.title = text.slice(0, 60);
+  const m = { role: 'user', content: text };
+  if (images && images.length) m.images = images;
+  c.messages.push(m);
+  if (!c.title) c.title = text.slice(0, 60) || 'Image';
   await reply(c);
+}
+
+// A message for the request: with images, OpenAI content parts (the images first, as `braid chat` places an
+// /image before the text it goes with).
+function apiMessage(x) {
+  if (!x.images || !x.images.length) return { role: x.role, content: x.content };
+  const parts = x.images.map((u) => ({ type: 'image_url', image_url: { url: u } }));
+  if (x.content) parts.push({ type: 'text', text: x.content });
+  return { role: x.role, content: parts };
+}
+
+// ---- attaching images ---------------------------------------------------------------------------------------
+function renderAttachments() {
+  const box = $('attachments');
+  box.replaceChildren();
+  pending.forEach((u, i) => {
+    const a = box.appendChild(el('span', 'att'));
+    const img = a.appendChild(el('img', 'thumb'));
+    img.alt = 'image to send';
+    img.src = u;
+    const x = a.appendChild(el('button', null, '✕'));
+    x.type = 'button';
+    x.title = 'Remove';
+    x.addEventListener('click', () => { pending.splice(i, 1); renderAttachments(); });
+  });
+}
+function attachFiles(files) {
+  for (const f of files) {
+    if (!/^image\/(png|jpeg|webp)$/.test(f.type)) continue;
+    const rd = new FileReader();
+    rd.addEventListener('load', () => { pending.push(String(rd.result)); renderAttachments(); });
+    rd.readAsDataURL(f);
+  }
+}
+async function checkVision() {
+  try {
+    const r = await api('/v1/models');
+    const j = r.ok ? await r.json() : null;
+    vision = !!(j && j.data && j.data[0] && j.data[0].meta && j.data[0].meta.vision);
+  } catch (e) { vision = false; }
+  $('attach').hidden = !vision;
 }
 
 // Streams one assistant reply to the end of c.messages.
@@ -269,7 +329,7 @@ async function reply(c) {
   const messages = [];
   const sys = (c.system || '').trim();
   if (sys) messages.push({ role: 'system', content: sys });
-  for (const x of c.messages.slice(0, -1)) if (!x.error) messages.push({ role: x.role, content: x.content });
+  for (const x of c.messages.slice(0, -1)) if (!x.error) messages.push(apiMessage(x));
   const req = Object.assign({ messages, stream: true, stream_options: { include_usage: true } }, samplingFields());
   const t0 = performance.now();
   let finish = null, timings = null, usage = null, redraw = 0;
@@ -415,9 +475,19 @@ function init() {
   $('composer').addEventListener('submit', (e) => {
     e.preventDefault();
     const t = $('input').value.trim();
-    if (!t || busy) return;
+    if ((!t && !pending.length) || busy) return;
     $('input').value = '';
-    send(t);
+    const images = pending;
+    pending = [];
+    renderAttachments();
+    send(t, images);
+  });
+  $('attach').addEventListener('click', () => $('attach-file').click());
+  $('attach-file').addEventListener('change', () => { attachFiles($('attach-file').files); $('attach-file').value = ''; });
+  $('input').addEventListener('paste', (e) => {
+    if (!vision || !e.clipboardData) return;
+    const files = [...e.clipboardData.files].filter((f) => f.type.startsWith('image/'));
+    if (files.length) { e.preventDefault(); attachFiles(files); }
   });
   $('input').addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); $('composer').requestSubmit(); }
@@ -431,6 +501,7 @@ function init() {
   if (!conv()) current = convs.length ? convs[0].id : null;
   renderAll();
   refreshStatus();
+  checkVision();
   setInterval(() => { if (!document.hidden) refreshStatus(); }, 5000);
 }
 document.addEventListener('DOMContentLoaded', init);

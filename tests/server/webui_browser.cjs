@@ -1,12 +1,13 @@
 // webui_browser.cjs — the chat page of `braid serve` in headless chromium (playwright-core): the CSP header,
 // the API-key prompt on 401, a streamed reply, stopping a long reply (the server frees the slot), regenerate
 // (the reply shows cached / computed tokens and tokens/s), editing a turn, reload (the conversation is still
-// listed), export as JSON, the Markdown renderer never interpreting markup, then a phone-width pass.
-// Screenshots of each step go to SHOT_DIR. Usage:
-//   node webui_browser.cjs PLAYWRIGHT_CORE_DIR CHROMIUM PORT API_KEY SHOT_DIR
+// listed), export as JSON, the Markdown renderer never interpreting markup, an image attached with the file
+// input and another pasted (thumbnails in the composer and in the turn, the request carries image_url parts,
+// a reply arrives), then a phone-width pass. Screenshots of each step go to SHOT_DIR. Usage:
+//   node webui_browser.cjs PLAYWRIGHT_CORE_DIR CHROMIUM PORT API_KEY SHOT_DIR PNG_FILE
 // Prints one "ok ..." line per check; exits 1 at the first failure.
 'use strict';
-const [pkgDir, chromiumPath, port, key, shotDir] = process.argv.slice(2);
+const [pkgDir, chromiumPath, port, key, shotDir, pngFile] = process.argv.slice(2);
 const { chromium } = require(pkgDir);
 const fs = require('fs');
 const path = require('path');
@@ -157,6 +158,43 @@ async function desktop() {
   const exported = JSON.parse(fs.readFileSync(await dl.path(), 'utf8'));
   await check(exported.conversations.length === 1 && exported.conversations[0].messages.length === 2,
               'desktop: export downloads the conversations as JSON');
+
+  // images: the server has a projector, so the page offers the Image button; attach one with the file input
+  await page.click('#new-chat');
+  await page.waitForSelector('#attach', { state: 'visible', timeout: 10000 });
+  await page.setInputFiles('#attach-file', pngFile);
+  await page.waitForSelector('#attachments img.thumb');
+  // and one pasted into the message (a clipboard holding an image file)
+  const png = fs.readFileSync(pngFile).toString('base64');
+  await page.evaluate((b64) => {
+    const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+    const dt = new DataTransfer();
+    dt.items.add(new File([bytes], 'pasted.png', { type: 'image/png' }));
+    document.getElementById('input').dispatchEvent(new ClipboardEvent('paste', { clipboardData: dt, bubbles: true,
+                                                                                 cancelable: true }));
+  }, png);
+  await page.waitForFunction(() => document.querySelectorAll('#attachments img.thumb').length === 2, null,
+                             { timeout: 10000 });
+  await check(true, 'desktop: an image attached with the file input and one pasted show as thumbnails');
+  await shot(page, 'desktop-7-image-attached');
+  await setSetting(page, 'max_tokens', 12);
+  const sent = page.waitForRequest((q) => q.url().endsWith('/v1/chat/completions'));
+  await send(page, 'What is in these pictures?');
+  const body = JSON.parse((await sent).postData());
+  const last = body.messages[body.messages.length - 1];
+  const kinds = Array.isArray(last.content) ? last.content.map((p) => p.type).join(',') : typeof last.content;
+  await check(kinds === 'image_url,image_url,text' &&
+              last.content[0].image_url.url === 'data:image/png;base64,' + png,
+              `desktop: the message goes as image_url parts with data: URLs (${kinds})`);
+  r = await waitReply(page, 1);
+  await check(!r.error && r.text.length > 0 && /computed \d+/.test(r.stats),
+              `desktop: a reply to the images arrived (${r.stats})`);
+  const thumbs = await page.evaluate(() => [...document.querySelectorAll('.msg.user img.thumb')]
+    .map((i) => i.complete && i.naturalWidth));
+  await check(thumbs.length === 2 && thumbs.every((w) => w === 96) &&
+              await page.locator('#attachments img').count() === 0,
+              `desktop: the turn shows the images as thumbnails (${thumbs.join(', ')} px wide), the composer is empty`);
+  await shot(page, 'desktop-8-image-reply');
   await check(problems.length === 0, `desktop: no page errors or CSP violations (${problems.join('; ')})`);
   await ctx.close();
 }
