@@ -606,16 +606,27 @@ const float *braid_gen_logits(const braid_gen *g);
  * of the generator's id (each generator its own). The drafts are capped by the rows and cells the step has
  * left. Not for context shift or Self-Extend (BRAID_E_UNSUPPORTED). */
 BRAID_NODISCARD braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n);
-/* braid_gen_begin for a prompt of text and images (braid_gen_prompt_parts' parts): the prompt is decoded now,
- * whole, outside the steps (an image span is embedding rows at M-RoPE grid positions, decoded as one unit
- * between checkpoints), and the generator joins the next braid_gen_step generating; the logits of the prompt's
- * last input are kept, so other generators' decodes before that step do not matter. The longest common prefix
- * with the sequence is kept (image rows compared by value). A prompt with an image needs a generator without
- * a prompt cache (its radix tree keys token ids): BRAID_E_UNSUPPORTED otherwise. */
+/* braid_gen_begin for a prompt of text and images (braid_gen_prompt_parts' parts, which must stay valid until
+ * the prompt is in): keeps the longest common prefix with the sequence (image rows compared by value, never
+ * cut inside an image) and queues the rest for braid_gen_prefill. An image span is embedding rows at M-RoPE
+ * grid positions, which cannot share a step's token batch, so this prompt is decoded by its own calls, one
+ * n_batch piece each, between the steps of the other generators. A prompt with an image needs a generator
+ * without a prompt cache (its radix tree keys token ids): BRAID_E_UNSUPPORTED otherwise. All-text parts are
+ * braid_gen_begin's. */
 BRAID_NODISCARD braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts, int32_t n_parts);
+/* Decodes the next piece of g's prompt begun by braid_gen_begin_parts (a checkpoint before and after each
+ * image, as braid_gen_prompt_parts). *done (may be NULL) becomes 1 once the prompt is in: the logits of its
+ * last input are kept and g generates in the next braid_gen_step (which gives no rows to g until then). A
+ * cancel (abort callback) or a failed decode ends g (stop reason "cancelled" / "error"; the failure is
+ * returned); a generator not prefilling is left alone (BRAID_OK, *done 1). */
+BRAID_NODISCARD braid_status braid_gen_prefill(braid_gen *g, int *done);
+/* Copies the logits g samples its next token from into g, so that a decode outside braid_gen_step before g's
+ * next step (another generator's braid_gen_prefill) does not replace them. Nothing to do (BRAID_OK) when g is
+ * not generating or already holds them. */
+BRAID_NODISCARD braid_status braid_gen_keep_logits(braid_gen *g);
 /* One step of gens[0..n) (begun generators over distinct sequences of one context; see braid_gen_begin). */
 BRAID_NODISCARD braid_status braid_gen_step(braid_gen *const *gens, int32_t n);
-/* 1 from braid_gen_begin until the generator's reply ends. */
+/* 1 from braid_gen_begin (or braid_gen_begin_parts) until the generator's reply ends. */
 int braid_gen_active(const braid_gen *g);
 
 #ifdef __cplusplus

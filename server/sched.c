@@ -7,9 +7,10 @@
  * other streams (continuous batching). A job whose client went away is cancelled by its generator's abort
  * callback at the next step; braid_decode is whole or nothing, so nothing is half-applied.
  *
- * A prompt with images (encoded on its HTTP thread before it is queued) is decoded whole when its job is
- * admitted (braid_gen_begin_parts), outside the shared batch: the other slots wait for that prefill (image
- * rows cannot share a token batch), then it generates in the steps like any other. */
+ * A prompt with images (encoded on its HTTP thread before it is queued) is begun by braid_gen_begin_parts and
+ * decoded by braid_gen_prefill, one n_batch piece per round in a decode of its own (image rows cannot share a
+ * token batch), before that round's step; so the other slots wait at most one piece per token. Then it
+ * generates in the steps like any other. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +236,7 @@ static int begin_job(srv *s, srv_job *j) {
     braid_status st = braid_gen_new(s->ctx, &gp, &j->g);
     if (st == BRAID_OK && t->n_parts) st = braid_gen_begin_parts(j->g, t->parts, t->n_parts);
     else if (st == BRAID_OK) st = braid_gen_begin(j->g, t->toks, t->n_toks);
+    j->prefill = st == BRAID_OK && t->n_parts > 0;
     if (st != BRAID_OK) {
         char why[256];
         snprintf(why, sizeof why, "%s: %s", braid_status_name(st), braid_last_error());
@@ -242,6 +244,30 @@ static int begin_job(srv *s, srv_job *j) {
         return 0;
     }
     return 1;
+}
+
+/* One piece (n_batch inputs) of the earliest admitted prompt with images, if any. Its decode replaces the
+ * context's logits, so the generating slots keep theirs first; a prompt that is in joins this round's step. */
+static void prefill_round(srv *s) {
+    srv_job *pj = NULL;
+    for (int i = 0; i < s->cfg.parallel; i++) {
+        srv_job *j = s->slots[i].job;
+        if (j && j->g && j->prefill && (!pj || j->admitted < pj->admitted)) pj = j;
+    }
+    if (!pj) return;
+    for (int i = 0; i < s->cfg.parallel; i++) {
+        srv_job *j = s->slots[i].job;
+        if (j && j->g && !j->prefill && braid_gen_keep_logits(j->g) != BRAID_OK) return; /* out of memory: later */
+    }
+    int done = 0;
+    braid_status st = braid_gen_prefill(pj->g, &done);
+    if (done) pj->prefill = 0;
+    if (!braid_gen_active(pj->g)) {
+        char why[256] = "";
+        if (st != BRAID_OK) snprintf(why, sizeof why, "%s: %s", braid_status_name(st), braid_last_error());
+        const char *stop = braid_gen_get_stats(pj->g)->stop;
+        retire(s, pj, stop, !strcmp(stop, "error") ? why : NULL);
+    }
 }
 
 static void *sched_main(void *arg) {
@@ -321,10 +347,11 @@ static void *sched_main(void *arg) {
             begin_job(s, j);
         }
         if (n_admit) srv_cache_publish(s);
-        /* one step over every active slot, earliest admission first */
+        prefill_round(s);
+        /* one step over every active slot (those not prefilling), earliest admission first */
         int n = 0;
         for (int i = 0; i < P; i++)
-            if (s->slots[i].job && s->slots[i].job->g) jobs[n++] = s->slots[i].job;
+            if (s->slots[i].job && s->slots[i].job->g && !s->slots[i].job->prefill) jobs[n++] = s->slots[i].job;
         for (int a = 1; a < n; a++)
             for (int b = a; b > 0 && jobs[b]->admitted < jobs[b - 1]->admitted; b--) {
                 srv_job *x = jobs[b];

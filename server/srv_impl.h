@@ -24,6 +24,7 @@ typedef struct srv_job {
     braid_gen *g;          /* scheduler thread only */
     int slot;              /* -1 while queued */
     uint64_t admitted;     /* admission order: earlier jobs' prompts go first in a step */
+    int prefill;           /* 1 while braid_gen_prefill decodes its prompt with images (scheduler thread) */
     /* output, under srv.mu */
     char *text;
     size_t n_text, cap_text;

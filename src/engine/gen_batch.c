@@ -22,8 +22,10 @@
  * stop reason "error" (the step returns the status), the others are untouched. Context shift and Self-Extend
  * are braid_gen_run's; begin refuses them.
  *
- * braid_gen_begin_parts starts a generator on a prompt with images: its prompt is decoded at once, outside
- * the shared batch, and it joins the steps generating. */
+ * braid_gen_begin_parts starts a generator on a prompt with images; braid_gen_prefill decodes it one piece
+ * (n_batch inputs) per call, outside the shared batch, and then it joins the steps generating. Since any
+ * decode replaces the context's logits, the caller first lets the generating ones keep theirs
+ * (braid_gen_keep_logits). A generator still prefilling is left alone by braid_gen_step (no rows). */
 #include <string.h>
 
 #include "base/alloc.h"
@@ -74,30 +76,30 @@ braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n)
     return s;
 }
 
-/* Prompts with images are decoded here, whole, by braid_gen_prompt_parts (image spans are embedding rows at
- * grid positions, which a step's token batch cannot carry); the logits of its last input are kept in g->kept,
- * since the next decode of another generator (before this one's first step) replaces the context's rows. */
+/* A prompt with images is decoded by braid_gen_prefill, one piece per call, outside the steps (image rows are
+ * embeddings at grid positions, which a step's token batch cannot carry). */
 braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts, int32_t n_parts) {
     if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_begin_parts: NULL generator");
     if (g->p.draft || g->p.lookup_n > 0)
         return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: speculative generators run with braid_gen_run");
     if (g->p.ctx_shift || g->p.self_extend_n > 1)
         return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: context shift and Self-Extend need braid_gen_run");
-    for (int32_t p = 0; parts && p < n_parts; p++)
-        if (parts[p].embd && g->p.cache)
-            return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: the prompt cache keys token ids, not images: "
-                                                 "a prompt with images needs a generator without a cache");
-    g->phase = BD_GEN_IDLE;
-    BD_TRY(braid_gen_prompt_parts(g, parts, n_parts));
-    const float *lg = bd_gen_next_logits(g);
-    if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_begin_parts: internal: no logits after the prompt");
-    if (!g->use_kept) {
-        if (!g->kept && !(g->kept = bd_mallocn((size_t)g->n_vocab, sizeof(float))))
-            return bd_error(BRAID_E_NOMEM, "braid_gen_begin_parts: out of memory for the logits");
-        memcpy(g->kept, lg, (size_t)g->n_vocab * sizeof(float));
-        g->use_kept = 1;
+    int64_t total = 0;
+    int has_image = 0;
+    BD_TRY(bd_parts_check(g, parts, n_parts, &total, &has_image));
+    if (!has_image) {
+        braid_token *t = NULL;
+        int32_t n = 0;
+        BD_TRY(bd_parts_flatten(parts, n_parts, &t, &n));
+        braid_status s = braid_gen_begin(g, t, n);
+        bd_free(t);
+        return s;
     }
-    g->n_ptok = g->i_ptok = g->lcp_ptok = 0;
+    if (g->p.cache)
+        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: the prompt cache keys token ids, not images: a "
+                                             "prompt with images needs a generator without a cache");
+    g->phase = BD_GEN_IDLE;
+    BD_TRY(bd_parts_start(g, parts, n_parts, (int32_t)total));
     g->n_out = 0;
     g->n_text = g->n_released = 0;
     if (g->text) g->text[0] = 0;
@@ -105,12 +107,56 @@ braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts,
     g->st.drafted = g->st.accepted = g->st.spec_replayed = g->st.draft_replayed = 0;
     g->st.gen_ms = g->st.ttft_ms = 0;
     g->st.stop = "";
-    g->t_gen0 = bd_gen_now_ms();
-    g->phase = BD_GEN_GEN;
+    g->phase = BD_GEN_PARTS;
     return BRAID_OK;
 }
 
-int braid_gen_active(const braid_gen *g) { return g && (g->phase == BD_GEN_PROMPT || g->phase == BD_GEN_GEN); }
+braid_status braid_gen_keep_logits(braid_gen *g) {
+    if (!g || g->phase != BD_GEN_GEN || g->use_kept || g->logit_row < 0) return BRAID_OK;
+    const float *lg = braid_logits(g->ctx, g->logit_row);
+    if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_keep_logits: internal: no logits for row %d", g->logit_row);
+    if (!g->kept && !(g->kept = bd_mallocn((size_t)g->n_vocab, sizeof(float))))
+        return bd_error(BRAID_E_NOMEM, "braid_gen_keep_logits: out of memory");
+    memcpy(g->kept, lg, (size_t)g->n_vocab * sizeof(float));
+    g->use_kept = 1;
+    return BRAID_OK;
+}
+
+static braid_status finish(braid_gen *g, const char *why);
+
+braid_status braid_gen_prefill(braid_gen *g, int *done) {
+    if (done) *done = 1;
+    if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_prefill: NULL generator");
+    if (g->phase != BD_GEN_PARTS) return BRAID_OK;
+    if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user)) {
+        g->pp = NULL;
+        return finish(g, "cancelled");
+    }
+    braid_status s = bd_parts_next(g);
+    if (s == BRAID_OK && g->pp_i == g->pp_n) {
+        g->phase = BD_GEN_GEN;
+        s = braid_gen_keep_logits(g);
+    }
+    if (s != BRAID_OK) {
+        g->pp = NULL;
+        g->logit_row = -1;
+        g->use_kept = 0;
+        (void)finish(g, "error");
+        return s;
+    }
+    if (g->phase == BD_GEN_GEN) {
+        /* the prompt is in: its last logits are kept (the next decode, of any sequence, replaces the rows) */
+        g->pp = NULL;
+        g->t_gen0 = bd_gen_now_ms();
+        return BRAID_OK;
+    }
+    if (done) *done = 0;
+    return BRAID_OK;
+}
+
+int braid_gen_active(const braid_gen *g) {
+    return g && (g->phase == BD_GEN_PROMPT || g->phase == BD_GEN_GEN || g->phase == BD_GEN_PARTS);
+}
 
 /* Ends g's run with stop reason why: the held-back text goes out, a checkpoint closes the reply. */
 static braid_status finish(braid_gen *g, const char *why) {

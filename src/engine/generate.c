@@ -72,6 +72,7 @@ void braid_gen_free(braid_gen *g) {
     bd_free(g->seqv);
     bd_free(g->ptok);
     bd_free(g->kept);
+    bd_free(g->pp_pos);
     bd_free(g);
 }
 

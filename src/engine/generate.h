@@ -54,9 +54,16 @@ struct braid_gen {
     braid_token next;
     int defer_trunc;        /* 1: verification records its truncation in trunc_to (-1: none) instead */
     int32_t trunc_to;
+    /* a prompt with images decoded in pieces (generate_parts.c): the parts (the caller's, until the prompt is
+     * in), their length in inputs, the next input to decode, the kept prefix, and the grid positions of the
+     * image being decoded */
+    const braid_prompt_part *pp;
+    int32_t n_pp, pp_n, pp_i, pp_lcp;
+    braid_pos *pp_pos; /* [cap_pp_pos][4] */
+    int32_t cap_pp_pos;
 };
 
-enum { BD_GEN_IDLE = 0, BD_GEN_PROMPT, BD_GEN_GEN, BD_GEN_DONE };
+enum { BD_GEN_IDLE = 0, BD_GEN_PROMPT, BD_GEN_GEN, BD_GEN_DONE, BD_GEN_PARTS /* braid_gen_prefill's */ };
 
 double bd_gen_now_ms(void);
 /* Appends tokens to a mirror, growing it. */
@@ -97,6 +104,18 @@ int bd_gen_release(braid_gen *g, braid_token t, size_t upto);
  * whether there is one (no: a stop was reached, *stop says which). */
 BRAID_NODISCARD braid_status bd_gen_verify(braid_gen *g, int32_t base, int32_t row0, int32_t k,
                                            braid_token *next_out, int *have_next, const char **stop);
+/* Prompts with images (generate_parts.c). Validates parts: *total inputs, *has_image. */
+BRAID_NODISCARD braid_status bd_parts_check(const braid_gen *g, const braid_prompt_part *parts, int32_t n_parts,
+                                            int64_t *total, int *has_image);
+/* The text parts' tokens in one buffer (*out, bd_free). */
+BRAID_NODISCARD braid_status bd_parts_flatten(const braid_prompt_part *parts, int32_t n_parts, braid_token **out,
+                                              int32_t *n);
+/* Starts decoding a checked prompt of n inputs with images: resets the prompt stats, keeps the longest common
+ * prefix (never inside an image; truncating), rebuilds the mirror, feeds the penalties; g->pp_i = the prefix. */
+BRAID_NODISCARD braid_status bd_parts_start(braid_gen *g, const braid_prompt_part *parts, int32_t n_parts, int32_t n);
+/* Decodes the next piece from g->pp_i: up to n_batch tokens of a text part or rows of an image (checkpoints
+ * before and after each image, and after the last input); logit_row is the last input's row once it is in. */
+BRAID_NODISCARD braid_status bd_parts_next(braid_gen *g);
 BRAID_NODISCARD braid_status bd_spec_draft(braid_gen *g, braid_token next, int32_t max, int32_t *n_draft);
 
 #endif

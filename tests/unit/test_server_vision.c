@@ -8,8 +8,11 @@
  * - a remote URL, bad base64, text, a truncated PNG, a PNG claiming 60000 x 60000, an empty image, a non-data
  *   URL each get a 400 whose message says why, and the server keeps serving; /v1/models says vision: true;
  * - a server without --mmproj refuses an image with a 400 and says vision: false;
+ * - an image prompt of several n_batch pieces (-b 32) decoded while another slot streams a long text reply:
+ *   both answers equal `braid run`'s (the prefill's decodes do not disturb the generating slot's logits);
  * - the servers exit 0 on SIGTERM. */
 #include <jansson.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -98,29 +101,49 @@ static void chat(const char *body, chat_out *o) {
     json_decref(j);
 }
 
-/* `braid run` on the prompt /apply-template renders for body, with image file img: its JSON (text, tokens). */
-static json_t *run_cli(const char *body, const char *img) {
+/* `braid run` on the prompt /apply-template renders for body, with image file img (NULL: none) and max n
+ * tokens: its JSON (text, tokens). */
+static json_t *run_cli_n(const char *body, const char *img, int n) {
     int st = 0;
     json_t *tpl = req_json("POST", "/apply-template", body, &st);
     const char *prompt = json_string_value(json_object_get(tpl, "prompt"));
-    CHECK(st == 200 && prompt && strstr(prompt, "<__image__>"), "/apply-template renders the image marker (%d)", st);
+    CHECK(st == 200 && prompt && (!img || strstr(prompt, "<__image__>")), "/apply-template renders the prompt (%d)", st);
     if (!prompt) return json_decref(tpl), NULL;
     char pf[1200];
     snprintf(pf, sizeof pf, "%s.prompt.txt", model);
     FILE *f = fopen(pf, "w");
     if (f) fputs(prompt, f), fclose(f);
     json_decref(tpl);
-    char cmd[6000];
-    snprintf(cmd, sizeof cmd,
-             "'%s' run -m '%s' --mmproj '%s' --image '%s' -f '%s' -n 8 --temp 0 -t 1 --no-bos --json "
-             "2>/dev/null",
-             exe, model, mmproj, img, pf);
+    char cmd[6000], imgs[3000] = "";
+    if (img) snprintf(imgs, sizeof imgs, "--mmproj '%s' --image '%s'", mmproj, img);
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' %s -f '%s' -n %d -b 32 --temp 0 -t 1 --no-bos --json 2>/dev/null", exe,
+             model, imgs, pf, n);
     char *out = test_run_cmd(cmd, &st);
     json_t *j = out && st == 0 ? json_loads(out, 0, NULL) : NULL;
     CHECK(j != NULL, "braid run answers (exit %d): %.200s", st, out ? out : "");
     free(out);
     unlink(pf);
     return j;
+}
+
+static json_t *run_cli(const char *body, const char *img) { return run_cli_n(body, img, 8); }
+
+/* A request sent from another thread (the blocking client), for two requests at once. */
+typedef struct {
+    const char *body;
+    chat_out out;
+    double t_end;
+} bg_req;
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static void *bg_chat(void *arg) {
+    bg_req *b = arg;
+    chat(b->body, &b->out);
+    b->t_end = now_s();
+    return NULL;
 }
 
 /* CRC-32 of PNG chunks (ISO 3309), to forge a valid header with other dimensions (as test_image.c). */
@@ -198,8 +221,9 @@ int main(void) {
     }
     CHECK(rows >= 8, "the image has %d rows", rows);
 
-    snprintf(args, sizeof args, "-m '%s' --mmproj '%s' -c 1024 -t 1 --parallel 2 --cache-ram 64 --checkpoint-interval 32",
-             model, mmproj);
+    snprintf(args, sizeof args,
+             "-m '%s' --mmproj '%s' -c 1024 -b 32 -t 1 --parallel 2 --cache-ram 64 --checkpoint-interval 32", model,
+             mmproj);
     CHECK(hs_start(&srv, exe, args, logp), "the server starts");
     if (!srv.port) TEST_MAIN_END();
     CHECK(vision_flag() == 1, "/v1/models says vision: true");
@@ -274,6 +298,53 @@ int main(void) {
     chat(b2, &o4);
     CHECK(o4.status == 200 && o4.content && o2.content && !strcmp(o4.content, o2.content),
           "first image again: '%s' = '%s'", o4.content ? o4.content : "-", o2.content ? o2.content : "-");
+
+    /* ---- an image prompt prefilled in pieces while the other slot streams a long text reply ---- */
+    {
+        char pc[1100];
+        snprintf(pc, sizeof pc, "%s/test_server_vision_c.png", build);
+        uint8_t *rgb = tk_image_pattern(320, 288, TK_GRADIENT, 11), *pcb = NULL;
+        size_t pcn = 0;
+        CHECK(rgb && tk_png_encode(rgb, 320, 288, 3, &pcb, &pcn) && tk_write_file(pc, pcb, pcn), "png c");
+        free(rgb);
+        char *uc = pcb ? data_url(pcb, pcn) : NULL;
+        char *bc = uc ? chat_body(uc, NULL, NULL) : NULL;
+        json_t *tm = json_pack("{s:[{s:s,s:s}],s:i,s:f}", "messages", "role", "user", "content",
+                               "Tell me a long story about a lighthouse keeper.", "max_tokens", 400, "temperature", 0.0);
+        char *bt = json_dumps(tm, JSON_COMPACT);
+        json_decref(tm);
+        bg_req bg = {.body = bt};
+        pthread_t th;
+        int started = bt && bc && pthread_create(&th, NULL, bg_chat, &bg) == 0;
+        CHECK(started, "the text request starts");
+        if (started) {
+            usleep(150 * 1000); /* the text reply is streaming by now */
+            chat_out oc;
+            double t_img0 = now_s();
+            chat(bc, &oc);
+            double t_img1 = now_s();
+            pthread_join(th, NULL);
+            CHECK(bg.t_end > t_img1, "the text reply was still running when the image reply was done (%.2f s after)",
+                  bg.t_end - t_img1);
+            printf("image request beside a stream: %.1f ms\n", (t_img1 - t_img0) * 1e3);
+            CHECK(oc.status == 200 && oc.content && oc.prompt > 64, "image during a text reply: %d %s, %lld prompt",
+                  oc.status, oc.err, (long long)oc.prompt);
+            CHECK(bg.out.status == 200 && bg.out.content && bg.out.completion == 400,
+                  "the text reply beside it: %d, %lld tokens", bg.out.status, (long long)bg.out.completion);
+            json_t *rc = run_cli(bc, pc), *rt = run_cli_n(bt, NULL, 400);
+            const char *tc = json_string_value(json_object_get(rc, "text"));
+            const char *tt = json_string_value(json_object_get(rt, "text"));
+            CHECK(tc && oc.content && !strcmp(tc, oc.content), "image beside a stream: server '%s' = braid run '%s'",
+                  oc.content ? oc.content : "-", tc ? tc : "-");
+            CHECK(tt && bg.out.content && !strcmp(tt, bg.out.content),
+                  "the stream beside the image prefill equals braid run (%zu / %zu bytes)",
+                  bg.out.content ? strlen(bg.out.content) : 0, tt ? strlen(tt) : 0);
+            json_decref(rc), json_decref(rt);
+            free(oc.content), free(bg.out.content);
+        }
+        free(bt), free(bc), free(uc), free(pcb);
+        unlink(pc);
+    }
 
     /* ---- bad images: 400 with the reason, and the server goes on ---- */
     expect_400("https://example.com/cat.png", "remote", "remote URL");
