@@ -34,6 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 json_t *m = json_loads(r.messages_json, 0, NULL);
                 FUZZ_CHECK(json_is_array(m) && json_array_size(m) > 0);
                 json_decref(m);
+                /* images: at most SRV_MAX_IMAGES, each with bytes (the parser refuses an empty one) */
+                FUZZ_CHECK(r.n_images >= 0 && r.n_images <= SRV_MAX_IMAGES);
+                for (int i = 0; i < r.n_images; i++) FUZZ_CHECK(r.images[i].data && r.images[i].size > 0);
             } else {
                 FUZZ_CHECK(r.prompt || r.n_prompt_tokens > 0);
             }

@@ -77,6 +77,26 @@ int main(void) {
     bad("{\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", SRV_REQ_CHAT, "messages[0].role");
     bad("{\"messages\":[{\"role\":\"user\",\"content\":5}]}", SRV_REQ_CHAT, "messages[0].content");
     bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", SRV_REQ_CHAT, "messages[0].content");
+    /* images: base64 data: URLs become bytes and a marker in the text, in order; anything else is refused */
+    CHECK(parse("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},{\"type\":"
+                "\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,aGk=\"}},{\"type\":\"image_url\","
+                "\"image_url\":{\"url\":\"data:image/jpeg;base64,YWJj\\nZA\"}}]}]}",
+                SRV_REQ_CHAT, &r, &e) &&
+              r.n_images == 2 && r.images[0].size == 2 && !memcmp(r.images[0].data, "hi", 2) && r.images[1].size == 4 &&
+              !memcmp(r.images[1].data, "abcd", 4) && strstr(r.messages_json, "a" SRV_IMAGE_MARKER SRV_IMAGE_MARKER),
+          "chat: two image parts decoded (%s)", e.message);
+    srv_request_free(&r);
+    const char *urls[] = {"https://example.com/a.png", "http://x/y.png", "file:///etc/passwd", "data:image/png,abc",
+                          "data:image/png;base64,a$b=", "data:image/png;base64,YQ=x", "data:image/png;base64,Y",
+                          "data:image/png;base64,"};
+    for (size_t i = 0; i < sizeof urls / sizeof *urls; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":"
+                 "\"%s\"}}]}]}",
+                 urls[i]);
+        bad(body, SRV_REQ_CHAT, "messages[0].content");
+    }
     bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", SRV_REQ_CHAT, "stream");
     bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":-1}", SRV_REQ_CHAT, "max_tokens");
     bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":1.5}", SRV_REQ_CHAT, "max_tokens");
