@@ -2,7 +2,9 @@
  * validated (request.c), its prompt rendered with the GGUF's chat template (braid's template engine) and
  * tokenized, checked against the slot's context, queued (429 when the queue is full) and then either waited
  * for (one JSON answer) or streamed as server-sent events ending in "data: [DONE]". A client that leaves
- * cancels its job: the stream notices at its next write or poll, a waiting handler within 50 ms. */
+ * cancels its job: the stream notices at its next write or poll, a waiting handler within 50 ms. A chat
+ * request with images (--mmproj) has them decoded and encoded here, on its HTTP thread, before it is queued:
+ * its prompt becomes text and image parts (build_image_prompt). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
