@@ -112,7 +112,8 @@ braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts,
 }
 
 braid_status braid_gen_keep_logits(braid_gen *g) {
-    if (!g || g->phase != BD_GEN_GEN || g->use_kept || g->logit_row < 0) return BRAID_OK;
+    /* a speculative generator whose next token verification already drew reads no logits at its next step */
+    if (!g || g->phase != BD_GEN_GEN || g->use_kept || g->have_next || g->logit_row < 0) return BRAID_OK;
     const float *lg = braid_logits(g->ctx, g->logit_row);
     if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_keep_logits: internal: no logits for row %d", g->logit_row);
     if (!g->kept && !(g->kept = bd_mallocn((size_t)g->n_vocab, sizeof(float))))

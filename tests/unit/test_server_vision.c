@@ -299,7 +299,7 @@ int main(void) {
     CHECK(o4.status == 200 && o4.content && o2.content && !strcmp(o4.content, o2.content),
           "first image again: '%s' = '%s'", o4.content ? o4.content : "-", o2.content ? o2.content : "-");
 
-    /* ---- an image prompt prefilled in pieces while the other slot streams a long text reply ---- */
+    /* ---- an image prompt prefilled in pieces while the other slot streams a long text reply, speculating ---- */
     {
         char pc[1100];
         snprintf(pc, sizeof pc, "%s/test_server_vision_c.png", build);
@@ -309,8 +309,10 @@ int main(void) {
         free(rgb);
         char *uc = pcb ? data_url(pcb, pcn) : NULL;
         char *bc = uc ? chat_body(uc, NULL, NULL) : NULL;
-        json_t *tm = json_pack("{s:[{s:s,s:s}],s:i,s:f}", "messages", "role", "user", "content",
-                               "Tell me a long story about a lighthouse keeper.", "max_tokens", 400, "temperature", 0.0);
+        /* the text reply speculates (lookup): its slot's next token is drawn ahead while the image prefills */
+        json_t *tm = json_pack("{s:[{s:s,s:s}],s:i,s:f,s:{s:s,s:i}}", "messages", "role", "user", "content",
+                               "Tell me a long story about a lighthouse keeper.", "max_tokens", 400, "temperature", 0.0,
+                               "speculative", "mode", "lookup", "n", 4);
         char *bt = json_dumps(tm, JSON_COMPACT);
         json_decref(tm);
         bg_req bg = {.body = bt};
