@@ -529,6 +529,11 @@ typedef struct braid_gen_params {
      * prompt decodes nothing, its logits were kept) and stored in the cache when it is decoded, and so is
      * the reply when the run ends. */
     braid_prompt_cache *cache;
+    /* Nonzero: speculative drafting with the model's own MTP (multi-token prediction, NextN) head, draft_n
+     * tokens per step, each the head's pick given the previous one (qwen35 / qwen35moe / qwen3next files with
+     * nextn_predict_layers 1; braid_gen_new gives BRAID_E_UNSUPPORTED with the reason for any other file).
+     * Exclusive with draft and lookup_n; verified like them (greedy: the tokens of plain greedy decoding). */
+    int32_t mtp;
 } braid_gen_params;
 
 /* What the last braid_gen_prompt and braid_gen_run did. */
@@ -550,7 +555,7 @@ typedef struct braid_gen_stats {
 } braid_gen_stats;
 
 /* Sequence 0, no token limit, braid_sampler_default_params, no stop strings, no context shift, no drafting
- * (draft_n 8 once a draft or lookup is set), no callbacks. */
+ * (draft_n 8 once a draft, lookup or mtp is set), no callbacks. */
 braid_gen_params braid_gen_default_params(void);
 /* A generator over ctx's sequence p->seq (and p->draft's sequence p->seq). Neither context is owned. */
 BRAID_NODISCARD braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, braid_gen **out);

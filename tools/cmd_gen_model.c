@@ -36,6 +36,7 @@ static void usage(FILE *f) {
             "               --k-heads --v-heads --inner --interval N, --rope-base X, --eps X, --pattern S\n"
             "               MoE (qwen35moe, qwen3next): --experts --experts-used --ff-exp --ff-shexp N,\n"
             "               --gate-up 1 (merged ffn_gate_up_exps) or 2, --qkvz 1 (attn_qkv + attn_gate) or 2 (ssm_in)\n"
+            "               --nextn 1: one MTP block after the trunk (qwen35, qwen35moe, qwen3next; braid run --mtp)\n"
             "  qwen3vl-mmproj (Qwen3-VL / Qwen3.5 vision projector, for --mmproj): --type f16 (default) or f32,\n"
             "               --embd E (64) --heads N (4) --ff F (128) --layers L (2) --pos-side S (16)\n"
             "               --n-text T (the text model's n_embd, 256) --deepstack 0,2 --seed N --std X --eps X\n");
@@ -157,6 +158,7 @@ static int cmd_gen_model(int argc, char **argv) {
         {"--experts", offsetof(gen_shape, n_expert)},   {"--experts-used", offsetof(gen_shape, n_expert_used)},
         {"--ff-exp", offsetof(gen_shape, n_ff_exp)},    {"--ff-shexp", offsetof(gen_shape, n_ff_shexp)},
         {"--gate-up", offsetof(gen_shape, gate_up)},    {"--qkvz", offsetof(gen_shape, qkvz)},
+        {"--nextn", offsetof(gen_shape, nextn)},
     };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -119,7 +119,7 @@ static int print_json(const braid_gen *g, const braid_token *prompt, size_t n_pr
     json_object_set_new(root, "stop", json_string(st->stop));
     json_object_set_new(root, "context_shifts", json_integer(st->context_shifts));
     if (o->g.session) json_object_set_new(root, "session_reused_tokens", json_integer(session_reused));
-    if (o->g.draft_model || o->g.lookup_n) {
+    if (o->g.draft_model || o->g.lookup_n || o->g.mtp) {
         json_t *sp = json_object();
         json_object_set_new(sp, "drafted", json_integer(st->drafted));
         json_object_set_new(sp, "accepted", json_integer(st->accepted));
@@ -284,7 +284,7 @@ tokenized:;
             (int)st->n_decodes, st->gen_ms, st->gen_ms > 0 ? st->n_generated / (st->gen_ms * 1e-3) : 0.0,
             st->stop[0] ? st->stop : "length");
     if (st->context_shifts) fprintf(stderr, " | context shifts: %d", (int)st->context_shifts);
-    if (gp.draft || gp.lookup_n)
+    if (gp.draft || gp.lookup_n || gp.mtp)
         fprintf(stderr, " | drafted %d, accepted %d, replayed %d", (int)st->drafted, (int)st->accepted,
                 (int)st->spec_replayed);
     if (o.g.session) fprintf(stderr, " | session reused %d", session_reused);

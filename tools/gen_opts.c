@@ -41,8 +41,9 @@ void gen_opts_usage(FILE *f) {
             "  --keep N              tokens a context shift keeps at the start (default 0)\n"
             "  --self-extend N W     Self-Extend: group size N, window W (a multiple of N)\n"
             "  --draft-model FILE    speculative decoding with this draft model (same vocabulary)\n"
-            "  --draft-n N           tokens drafted per step (default 8)\n"
+            "  --draft-n N           tokens drafted per step (default 8; with --mtp 3)\n"
             "  --lookup N            speculative decoding drafting from earlier N-grams of the text\n"
+            "  --mtp                 speculative decoding drafting with the model's own MTP (nextn) head\n"
             "  --session FILE        reuse the state saved in FILE for a shared prefix; save it after the\n"
             "                        prompt and after the reply\n"
             "  --json                JSON output\n");
@@ -52,6 +53,13 @@ int gen_opts_parse(const char *cmd, int argc, char **argv, int *i, gen_opts *o) 
     const char *a = argv[*i];
     if (!strcmp(a, "--json")) return o->json = 1, 1;
     if (!strcmp(a, "--ctx-shift")) return o->ctx_shift = 1, 1;
+    if (!strcmp(a, "--mtp")) {
+        if (o->draft_model || o->lookup_n) {
+            fprintf(stderr, "braid %s: --mtp excludes --draft-model and --lookup\n", cmd);
+            return -1;
+        }
+        return o->mtp = 1, 1;
+    }
     static const char *const with_value[] = {
         "-m", "--model", "-n", "--n-predict", "-t", "--threads", "-c", "--ctx", "-b", "--batch", "--temp", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--frequency-penalty", "--presence-penalty",
@@ -82,7 +90,7 @@ int gen_opts_parse(const char *cmd, int argc, char **argv, int *i, gen_opts *o) 
     else if (!strcmp(a, "--seed")) ok = tool_parse_u64(cmd, a, v, &o->sp.seed);
     else if (!strcmp(a, "--keep")) ok = tool_parse_i32(cmd, a, v, 0, INT32_MAX / 2, &o->n_keep);
     else if (!strcmp(a, "--draft-model")) o->draft_model = v;
-    else if (!strcmp(a, "--draft-n")) ok = tool_parse_i32(cmd, a, v, 1, 64, &o->draft_n);
+    else if (!strcmp(a, "--draft-n")) ok = tool_parse_i32(cmd, a, v, 1, 64, &o->draft_n), o->draft_n_set = 1;
     else if (!strcmp(a, "--lookup")) ok = tool_parse_i32(cmd, a, v, 1, 64, &o->lookup_n);
     else if (!strcmp(a, "--session")) o->session = v;
     else if (!strcmp(a, "--stop")) {
@@ -99,6 +107,10 @@ int gen_opts_parse(const char *cmd, int argc, char **argv, int *i, gen_opts *o) 
             fprintf(stderr, "braid %s: --self-extend: the window %d is not a multiple of %d\n", cmd, o->se_w, o->se_n);
             ok = 0;
         }
+    }
+    if (ok && o->mtp && (o->draft_model || o->lookup_n)) {
+        fprintf(stderr, "braid %s: --mtp excludes --draft-model and --lookup\n", cmd);
+        ok = 0;
     }
     if (ok && o->draft_model && o->lookup_n) {
         fprintf(stderr, "braid %s: --draft-model and --lookup are exclusive\n", cmd);
@@ -140,7 +152,8 @@ int gen_setup_contexts(const char *cmd, const gen_opts *o, uint32_t n_ctx, gen_s
     cp.n_ctx = n_ctx;
     cp.n_batch = (uint32_t)o->n_batch;
     if (o->n_threads) cp.n_threads = (uint32_t)o->n_threads;
-    if ((o->draft_model || o->lookup_n) && cp.n_rollback < (uint32_t)o->draft_n + 1) cp.n_rollback = (uint32_t)o->draft_n + 1;
+    const int32_t dn = gen_opts_draft_n(o);
+    if ((o->draft_model || o->lookup_n || o->mtp) && cp.n_rollback < (uint32_t)dn + 1) cp.n_rollback = (uint32_t)dn + 1;
     braid_status s = braid_context_new(su->model, &cp, &su->ctx);
     if (s == BRAID_OK && su->draft_model) s = braid_context_new(su->draft_model, &cp, &su->draft_ctx);
     if (s != BRAID_OK) {
@@ -169,9 +182,16 @@ braid_gen_params gen_opts_params(const gen_opts *o, const gen_setup *su) {
     gp.self_extend_n = o->se_n;
     gp.self_extend_w = o->se_w;
     gp.draft = su->draft_ctx;
-    gp.draft_n = o->draft_n;
+    gp.draft_n = gen_opts_draft_n(o);
     gp.lookup_n = o->lookup_n;
+    gp.mtp = o->mtp;
     return gp;
+}
+
+int32_t gen_opts_draft_n(const gen_opts *o) {
+    /* An MTP head is trained to predict one token ahead; chained further its guesses fade fast, and every
+     * rejected one costs a verified row, so --mtp drafts 3 unless told otherwise. */
+    return o->mtp && !o->draft_n_set ? 3 : o->draft_n;
 }
 
 int gen_session_load(const char *cmd, braid_context *ctx, const char *path) {

@@ -22,6 +22,8 @@ typedef struct gen_opts {
     const char *draft_model;
     int32_t draft_n;
     int32_t lookup_n;
+    int mtp;           /* --mtp: draft with the model's own MTP head */
+    int draft_n_set;   /* --draft-n was given (--mtp drafts fewer by default) */
     const char *session;
     const char *stop[GEN_OPTS_MAX_STOP];
     int32_t n_stop;
@@ -40,6 +42,8 @@ typedef struct gen_setup {
     char default_path[4096];
 } gen_setup;
 
+/* Tokens drafted per step: --draft-n, or the default of the drafting chosen. */
+int32_t gen_opts_draft_n(const gen_opts *o);
 /* Loads the model (the built-in default without -m) and the draft model. 0 on failure (reported). */
 int gen_setup_models(const char *cmd, gen_opts *o, gen_setup *su);
 /* Creates the contexts with n_ctx cells (n_rollback covering the speculative batches). 0 on failure. */

@@ -75,7 +75,17 @@ void braid_context_free(braid_context *ctx) {
     bd_free(ctx->logits_next);
     bd_free(ctx->out_of_row);
     bd_free(ctx->new_out);
+    bd_free(ctx->ub_hidden);
+    bd_free(ctx->hidden);
     bd_free(ctx);
+}
+
+braid_status bd_ctx_want_hidden(braid_context *ctx) {
+    if (ctx->want_hidden) return BRAID_OK;
+    ctx->ub_hidden = bd_mallocn((size_t)ctx->p.n_batch * (size_t)ctx->model->n_embd, sizeof(float));
+    if (!ctx->ub_hidden) return bd_error(BRAID_E_NOMEM, "context: out of memory for hidden states");
+    ctx->want_hidden = 1;
+    return BRAID_OK;
 }
 
 braid_status braid_context_new(const braid_model *model, const braid_context_params *params, braid_context **out) {
@@ -238,6 +248,7 @@ braid_status bd_ctx_run_batch(braid_context *ctx, mem_batch *mb, int with_logits
             .seq = ctx->ub_seq,
             .n_seq = ub.n_runs,
             .out = ctx->ub_out,
+            .hidden = with_logits && ctx->want_hidden ? ctx->ub_hidden : NULL,
         };
         void *k_tab[64], *v_tab[64];
         for (int32_t a = 0; a < ly->n_attn && a < 64; a++)
@@ -257,6 +268,11 @@ braid_status bd_ctx_run_batch(braid_context *ctx, mem_batch *mb, int with_logits
         const bd_fwd_scratch sc = {ctx->scratch, (int32_t)ctx->p.n_batch, ly->n_attn ? (int32_t)ctx->p.n_ctx : 1,
                                    ctx->n_threads, cancellable ? ctx->p.abort_callback : NULL, ctx->p.abort_user};
         BD_TRY(model->arch->forward(model->arch_data, &sc, ctx->tp, &b, &fm, ctx->logits_next));
+        if (b.hidden && ub.batch_row) /* by batch row, as the logits */
+            for (int32_t t = 0; t < T; t++)
+                if (ub.batch_row[t] >= 0 && ub.batch_row[t] < ctx->cap_hidden)
+                    memcpy(ctx->hidden + (size_t)ub.batch_row[t] * E, ctx->ub_hidden + (size_t)t * E,
+                           (size_t)E * sizeof(float));
     }
     return BRAID_OK;
 }
@@ -282,6 +298,12 @@ braid_status braid_decode(braid_context *ctx, const braid_batch *batch) {
         if (!b) return bd_error(BRAID_E_NOMEM, "braid_decode: out of memory");
         ctx->new_out = b;
         ctx->cap_rows = n;
+    }
+    if (ctx->want_hidden && n > ctx->cap_hidden) {
+        float *h = bd_realloc(ctx->hidden, (size_t)n * (size_t)model->n_embd * sizeof(float));
+        if (!h) return bd_error(BRAID_E_NOMEM, "braid_decode: out of memory for hidden states");
+        ctx->hidden = h;
+        ctx->cap_hidden = n;
     }
     BD_TRY(bd_ctx_rotate(ctx));
     mem_batch *mb;

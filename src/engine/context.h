@@ -37,12 +37,21 @@ struct braid_context {
     int32_t *out_of_row;    /* [cap_rows] batch row -> logits row, or -1 */
     int32_t *new_out;       /* [cap_rows] the same for the decode in progress */
     int32_t n_rows, cap_rows;
+    /* the trunk's hidden state of every row of the last decode (llama.cpp's h_nextn), kept only while a
+     * generator drafts with the model's MTP head (engine/mtp.c): written during a decode, so valid only after
+     * one that succeeded */
+    int want_hidden;
+    float *ub_hidden;       /* [n_batch][n_embd] one ubatch's rows */
+    float *hidden;          /* [cap_hidden][n_embd] by batch row */
+    int32_t cap_hidden;
 };
 
 /* Runs every ubatch of a memory batch (a decode or a replay) through the forward pass, logits (if asked) into
  * ctx->logits_next. cancellable: the context's abort callback may stop it (BRAID_E_CANCELLED; the caller
  * aborts the batch); a replay is not cancellable and cannot fail. */
 BRAID_NODISCARD braid_status bd_ctx_run_batch(braid_context *ctx, mem_batch *b, int with_logits, int cancellable);
+/* Makes every later decode keep its rows' hidden states in ctx->hidden (the MTP head's input). */
+BRAID_NODISCARD braid_status bd_ctx_want_hidden(braid_context *ctx);
 /* Brings stale K rows up to date (after position edits); before any forward pass. */
 BRAID_NODISCARD braid_status bd_ctx_rotate(braid_context *ctx);
 

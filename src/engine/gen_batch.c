@@ -20,7 +20,8 @@
  *
  * Whole or nothing: a decode that fails changes no sequence; the generators that had a row in it stop with
  * stop reason "error" (the step returns the status), the others are untouched. Context shift and Self-Extend
- * are braid_gen_run's; begin refuses them.
+ * are braid_gen_run's; begin refuses them, and MTP drafting (its head reads the hidden states only
+ * braid_gen_run's decodes capture).
  *
  * braid_gen_begin_parts starts a generator on a prompt with images; braid_gen_prefill decodes it one piece
  * (n_batch inputs) per call, outside the shared batch, and then it joins the steps generating. Since any
@@ -36,6 +37,8 @@
 
 braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n) {
     if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_begin: NULL generator");
+    if (g->p.mtp)
+        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin: MTP drafting runs with braid_gen_run");
     if (g->p.ctx_shift || g->p.self_extend_n > 1)
         return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin: context shift and Self-Extend need braid_gen_run");
     g->phase = BD_GEN_IDLE;
@@ -80,7 +83,7 @@ braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n)
  * embeddings at grid positions, which a step's token batch cannot carry). */
 braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts, int32_t n_parts) {
     if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_begin_parts: NULL generator");
-    if (g->p.draft || g->p.lookup_n > 0)
+    if (g->p.draft || g->p.lookup_n > 0 || g->p.mtp)
         return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: speculative generators run with braid_gen_run");
     if (g->p.ctx_shift || g->p.self_extend_n > 1)
         return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin_parts: context shift and Self-Extend need braid_gen_run");

@@ -61,6 +61,7 @@ void braid_gen_free(braid_gen *g) {
     bd_free(g->stop);
     braid_sampler_free(g->smp);
     braid_sampler_free(g->dsmp);
+    bd_mtp_free(g->mtp);
     bd_free(g->tok);
     bd_free(g->dtok);
     bd_free(g->out);
@@ -76,7 +77,7 @@ void braid_gen_free(braid_gen *g) {
     bd_free(g);
 }
 
-static int spec_on(const braid_gen *g) { return g->p.draft || g->p.lookup_n > 0; }
+static int spec_on(const braid_gen *g) { return g->p.draft || g->p.lookup_n > 0 || g->p.mtp; }
 
 braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, braid_gen **out) {
     if (!ctx || !out) return bd_error(BRAID_E_INVALID, "braid_gen_new: NULL argument");
@@ -103,7 +104,11 @@ braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, b
     }
     if (p.draft && p.lookup_n > 0)
         return bd_error(BRAID_E_INVALID, "braid_gen_new: a draft model and lookup drafting are exclusive");
-    if ((p.draft || p.lookup_n > 0)) {
+    if (p.mtp && p.self_extend_n > 1) /* the head's K rows would need the same position edits */
+        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_new: MTP drafting with Self-Extend is not supported");
+    if (p.mtp && (p.draft || p.lookup_n > 0))
+        return bd_error(BRAID_E_INVALID, "braid_gen_new: MTP drafting excludes a draft model and lookup drafting");
+    if ((p.draft || p.lookup_n > 0 || p.mtp)) {
         if (p.draft_n < 1) return bd_error(BRAID_E_INVALID, "braid_gen_new: draft_n %d < 1", p.draft_n);
         if ((int64_t)p.draft_n + 1 > (int64_t)ctx->p.n_rollback)
             return bd_error(BRAID_E_INVALID,
@@ -133,7 +138,8 @@ braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, b
         g->p.stop = (const char *const *)g->stop;
     }
     if (s == BRAID_OK) s = braid_sampler_new(&p.sampler, &g->smp);
-    if (s == BRAID_OK && p.draft) {
+    if (s == BRAID_OK && p.mtp) s = bd_mtp_new(ctx, p.seq, &g->mtp);
+    if (s == BRAID_OK && (p.draft || p.mtp)) {
         braid_sampler_params dp = p.sampler;
         dp.seed = p.sampler.seed ^ 0x9E3779B97F4A7C15ull; /* its own stream of draws */
         s = braid_sampler_new(&dp, &g->dsmp);
@@ -225,6 +231,7 @@ static braid_status decode_target(braid_gen *g, const braid_token *toks, int32_t
     }
     g->logit_row = n - 1;
     g->use_kept = 0;
+    if (g->mtp) BD_TRY(bd_mtp_after_decode(g->mtp, g->n_tok, n));
     return bd_gen_mirror_push(&g->tok, &g->n_tok, &g->cap_tok, toks, n);
 }
 
@@ -243,6 +250,7 @@ static braid_status truncate_target(braid_gen *g, int32_t n, int32_t *replayed) 
     BD_TRY(bd_seq_truncate_counted(g->ctx, g->p.seq, n, &r));
     if (replayed) *replayed += r;
     if (g->n_tok > n) g->n_tok = n;
+    if (g->mtp) bd_mtp_truncate(g->mtp, n);
     g->logit_row = -1;
     g->use_kept = 0;
     return BRAID_OK;
@@ -269,6 +277,7 @@ static braid_status context_shift(braid_gen *g) {
     if (d > 0) BD_TRY(braid_seq_shift_pos(c, g->p.seq, keep, len - n_discard, -d));
     memmove(g->tok + keep, g->tok + keep + n_discard, (size_t)(g->n_tok - keep - n_discard) * sizeof *g->tok);
     g->n_tok -= n_discard;
+    if (g->mtp) bd_mtp_reset(g->mtp); /* its rows are by index, which the shift moved */
     if (g->ga_i > 0) g->ga_i = g->ga_i > d ? g->ga_i - d : 0;
     g->st.context_shifts++;
     return BRAID_OK;
@@ -333,6 +342,7 @@ braid_status bd_gen_prompt_prepare(braid_gen *g, const braid_token *tokens, int3
     st->context_shifts = 0;
     st->prompt_ms = 0;
     BD_TRY(bd_gen_mirror_refresh(c, g->p.seq, &g->tok, &g->n_tok, &g->cap_tok));
+    if (g->mtp) bd_mtp_reset(g->mtp); /* the sequence may have changed since the last run */
     if (g->p.draft) BD_TRY(bd_gen_mirror_refresh(g->p.draft, g->p.seq, &g->dtok, &g->n_dtok, &g->cap_dtok));
 
     /* A prompt longer than the context: with context shift on, its first n_keep tokens and its most recent

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "braid.h"
+#include "engine/mtp.h"
 
 struct braid_gen {
     braid_context *ctx;
@@ -14,7 +15,8 @@ struct braid_gen {
     char **stop; /* [p.n_stop] copies of the stop strings */
     size_t max_stop;
     braid_sampler *smp;  /* the target's sampler */
-    braid_sampler *dsmp; /* the draft model's sampler (its own distribution q) */
+    braid_sampler *dsmp; /* the draft model's or MTP head's sampler (its own distribution q) */
+    bd_mtp *mtp;         /* p.mtp: the MTP head's rows (mtp.h) */
     int32_t n_vocab;
     /* Mirrors of the tokens each sequence holds (rebuilt from the memory by braid_gen_prompt), so that the
      * longest common prefix, lookup drafting and the draft's catch-up need no walk through the memory. */

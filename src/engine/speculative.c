@@ -1,12 +1,15 @@
 /* speculative.c — drafting for braid_gen's speculative decoding (the verification is in generate.c).
  *
- * Two drafters propose up to draft_n tokens after the token just sampled:
+ * Three drafters propose up to draft_n tokens after the token just sampled:
  * - a draft model (another context over a model with the same vocabulary): its sequence is brought to the
  *   target's history plus that token (longest common prefix kept, the rest decoded in one batch), then it
  *   decodes its own proposals one at a time. A checkpoint at the synced point bounds what dropping rejected
  *   proposals later replays in the draft to the proposals themselves;
  * - prompt lookup: the most recent earlier occurrence of the history's last n tokens (n = lookup_n, then
- *   shorter) and the tokens that followed it, which pays off on repetitive text (code, quotes, lists).
+ *   shorter) and the tokens that followed it, which pays off on repetitive text (code, quotes, lists);
+ * - the model's own MTP head (mtp.h): its rows are brought up to the target's history, then it proposes one
+ *   token per step from that token's embedding and the previous step's hidden state (llama.cpp's draft-mtp:
+ *   the first step pairs the sampled token with the trunk's last hidden state).
  * When the target samples (temperature > 0), each proposal comes with the distribution q it was drawn from
  * (the draft model's, or a point mass for lookup), which the rejection sampling in generate.c needs. */
 #include <string.h>
@@ -14,6 +17,7 @@
 #include "base/status.h"
 #include "engine/context.h"
 #include "engine/generate.h"
+#include "engine/mtp.h"
 #include "engine/sampling.h"
 
 /* A point mass on d for lookup proposals. */
@@ -102,11 +106,43 @@ static braid_status draft_model(braid_gen *g, braid_token next, int32_t max, int
     return BRAID_OK;
 }
 
+static braid_status draft_mtp(braid_gen *g, braid_token next, int32_t max, int32_t *n_draft) {
+    int ready;
+    BD_TRY(bd_mtp_sync(g->mtp, g->tok, g->n_tok, &ready));
+    if (!ready) return BRAID_OK; /* the trunk's last hidden state is unknown (nothing decoded yet): no draft */
+    const int greedy = bd_sampler_is_greedy(g->smp);
+    const braid_pos p0 = mem_seq_next_pos(g->ctx->mem, g->p.seq);
+    const float *h = NULL; /* the first step pairs next with the trunk's h of the input before it */
+    braid_token cur = next;
+    int32_t k = 0;
+    while (k < max) {
+        const float *lg, *h_out;
+        braid_status s = bd_mtp_step(g->mtp, cur, g->n_tok + k, p0 + k, h, &lg, &h_out);
+        if (s == BRAID_E_FULL) break; /* no room for another row: propose what there is */
+        BD_TRY(s);
+        braid_token d;
+        if (greedy) {
+            BD_TRY(braid_sampler_sample(g->dsmp, lg, g->n_vocab, &d));
+        } else {
+            float *q = g->q + (size_t)k * g->n_vocab;
+            BD_TRY(bd_sampler_probs(g->dsmp, lg, g->n_vocab, q));
+            d = bd_pick_weighted(q, g->n_vocab, bd_sampler_uniform(g->dsmp));
+        }
+        g->draft[k++] = d;
+        if (braid_token_is_eog((braid_model *)g->ctx->model, d)) break;
+        cur = d;
+        h = h_out;
+    }
+    *n_draft = k;
+    return BRAID_OK;
+}
+
 braid_status bd_spec_draft(braid_gen *g, braid_token next, int32_t max, int32_t *n_draft) {
     *n_draft = 0;
     if (max > g->p.draft_n) max = g->p.draft_n;
     if (max <= 0) return BRAID_OK;
     if (g->p.draft) return draft_model(g, next, max, n_draft);
+    if (g->mtp) return draft_mtp(g, next, max, n_draft);
     int32_t k = lookup(g, next, max);
     if (!bd_sampler_is_greedy(g->smp))
         for (int32_t i = 0; i < k; i++) point_mass(g->q + (size_t)i * g->n_vocab, g->n_vocab, g->draft[i]);

@@ -43,6 +43,8 @@ typedef struct bd_fwd_batch {
     const int32_t *seq;         /* [n] the run (bd_fwd_memory.runs) the row belongs to, 0 .. n_seq-1 */
     int32_t n_seq;              /* runs */
     const int32_t *out;         /* [n] logits row index to write for this row, or -1 for none */
+    float *hidden;              /* NULL, or [n][n_embd]: receives every row's final hidden state after the output
+                                 * norm (llama.cpp's h_nextn), the input of an MTP head (mtp_forward) */
 } bd_fwd_batch;
 
 /* One run: consecutive rows of one sequence, with that sequence's memory. A sequence may have several runs in
@@ -102,6 +104,17 @@ typedef struct bd_arch {
     /* Re-rotates a K row stored for old positions so that it is rotated for new ones (context shift); NULL for
      * an architecture without RoPE (a shift changes nothing stored). */
     void (*rerotate_k)(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos);
+    /* The multi-token-prediction (MTP / NextN) head, for an architecture that has one (NULL otherwise), and
+     * whether the loaded file carries it (has_mtp). Its one attention layer keeps its own K/V rows, in slot 0
+     * of `m` (n_embd_k / n_embd_v wide, like the trunk's). Row t joins the embedding of b->token[t] with h[t]
+     * ([n][n_embd]: the trunk's hidden state (bd_fwd_batch.hidden) of the input before it, or the previous
+     * MTP step's h_out), runs the block, writes logits rows as forward does and, if h_out, every row's
+     * hidden state after the head's norm ([n][n_embd], the h of a chained next step). b->hidden is ignored.
+     * Fails only when the abort callback asks, as forward. */
+    int (*has_mtp)(const void *data);
+    braid_status (*mtp_forward)(const void *data, const bd_fwd_scratch *scratch, bd_threadpool *tp,
+                                const bd_fwd_batch *b, const float *h, const bd_fwd_memory *m, float *logits,
+                                float *h_out);
 } bd_arch;
 
 /* The architecture named by general.architecture, or NULL. */

@@ -14,7 +14,17 @@
  *
  * The same code runs the family's other members (variant below): qwen35moe (§1.12: the FFN is moe.h's MoE) and
  * qwen3next (§1.13: MoE FFN, plain NEOX RoPE on one position component, GDN projections grouped by key head
- * and q/k heads repeated interleaved, the array transforms of qwen3next.h). */
+ * and q/k heads repeated interleaved, the array transforms of qwen3next.h).
+ *
+ * A file with nextn_predict_layers 1 and the block's tensors also carries an MTP head (llama.cpp's graph_mtp
+ * of qwen35.cpp / qwen35moe.cpp / qwen3next.cpp): one more gated full-attention decoder block after the trunk
+ * that predicts the token after next from the next token's embedding and the trunk's hidden state:
+ *
+ *     u = eh_proj · (RMSNorm(embd(token); enorm) ‖ RMSNorm(h; hnorm))        h = RMSNorm(x_trunk; output_norm)
+ *     u = u + Attn(RMSNorm(u)); u = u + FFN(RMSNorm(u))                        (its own K/V rows)
+ *     h' = RMSNorm(u; shared_head_norm or output_norm); logits = (shared_head_head or output) · h'
+ *
+ * qw_mtp_forward runs it; the engine keeps its K/V rows and chains h' into the next draft step. */
 #include <assert.h>
 #include <math.h>
 #include <stdio.h>
@@ -84,6 +94,14 @@ typedef struct qwen35 {
     bd_weight output_norm; /* [n_embd] */
     bd_weight output;      /* [n_vocab][n_embd] (token_embd when tied) */
     qw_layer *layers;      /* [n_layer] */
+    /* the MTP head (has_mtp): block at layer index n_layer, see the top comment */
+    int has_mtp;
+    qw_layer mtp;          /* attention (not recurrent) + FFN or MoE */
+    bd_weight mtp_eh;      /* [n_embd][2 n_embd] eh_proj over enorm(embd) ‖ hnorm(h) */
+    bd_weight mtp_enorm, mtp_hnorm; /* [n_embd] */
+    bd_weight mtp_embd;    /* [n_vocab][n_embd] nextn.embed_tokens, else token_embd */
+    bd_weight mtp_head_norm; /* [n_embd] nextn.shared_head_norm, else output_norm */
+    bd_weight mtp_head;    /* [n_vocab][n_embd] nextn.shared_head_head, else output */
     uint8_t *fp_bytes;     /* hparams ‖ layer kinds (‖ MoE hparams), for the fingerprint */
     size_t fp_len;
 } qwen35;
@@ -227,6 +245,35 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
     return BRAID_OK;
 }
 
+/* The MTP block, when the file has one block (llama.cpp runs exactly one) with its eh_proj: bound and used.
+ * Without eh_proj (or with more blocks) the nextn tensors stay skipped, as before, and has_mtp is 0. */
+static braid_status qw_bind_mtp(qwen35 *m, bd_loader *l) {
+    const qw_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, V = hp->n_vocab;
+    const int il = (int)hp->n_layer;
+    if (hp->n_layer_all - hp->n_layer != 1) return BRAID_OK;
+    BD_TRY(bd_bind_layer(l, il, "nextn.eh_proj.weight", 2 * E, E, 0, 0, &m->mtp_eh));
+    if (!m->mtp_eh.data) return BRAID_OK;
+    qw_layer *L = &m->mtp;
+    L->recurrent = 0;
+    L->slot = 0; /* the head's own K/V rows, slot 0 of the memory mtp_forward is given */
+    BD_TRY(bd_bind_layer(l, il, "nextn.enorm.weight", E, 1, 1, 1, &m->mtp_enorm));
+    BD_TRY(bd_bind_layer(l, il, "nextn.hnorm.weight", E, 1, 1, 1, &m->mtp_hnorm));
+    BD_TRY(bd_bind_layer(l, il, "nextn.embed_tokens.weight", E, V, 0, 0, &m->mtp_embd));
+    BD_TRY(bd_bind_layer(l, il, "nextn.shared_head_norm.weight", E, 1, 1, 0, &m->mtp_head_norm));
+    BD_TRY(bd_bind_layer(l, il, "nextn.shared_head_head.weight", E, V, 0, 0, &m->mtp_head));
+    if (!m->mtp_embd.data) m->mtp_embd = m->tok_embd;
+    if (!m->mtp_head_norm.data) m->mtp_head_norm = m->output_norm;
+    if (!m->mtp_head.data) m->mtp_head = m->output;
+    BD_TRY(bd_bind_layer(l, il, "attn_norm.weight", E, 1, 1, 1, &L->attn_norm));
+    BD_TRY(bd_bind_layer(l, il, "post_attention_norm.weight", E, 1, 1, 1, &L->post_norm));
+    BD_TRY(layer_attn_bind(l, il, E, &m->ash, LAYER_QK_NORM_REQUIRED, LAYER_OUT_BIAS_NONE, &L->attn));
+    if (m->variant != QW_QWEN35) BD_TRY(moe_bind(l, il, E, &m->moe, &L->moe));
+    else BD_TRY(layer_ffn_bind(l, il, E, hp->n_ff, 1, 0, &L->ffn));
+    m->has_mtp = 1;
+    return BRAID_OK;
+}
+
 /* §1.4: every tensor with its exact shape; the file must hold exactly these (plus skipped MTP blocks). */
 static braid_status qw_bind(qwen35 *m, bd_loader *l) {
     const qw_hparams *hp = &m->hp;
@@ -271,6 +318,7 @@ static braid_status qw_bind(qwen35 *m, bd_loader *l) {
         }
         BD_TRY(layer_ffn_bind(l, (int)il, E, hp->n_ff, 1, 0, &L->ffn));
     }
+    BD_TRY(qw_bind_mtp(m, l));
     return bd_loader_finish(l, (int)hp->n_layer);
 }
 
@@ -346,6 +394,7 @@ typedef struct qw_scratch {
     float *f;      /* [T][n_embd] FFN output */
     float *delta;  /* [S] silu(z) of one head */
     float *y;      /* [T][conv_dim] conv output (GDN q ‖ k ‖ v) */
+    float *cat;    /* MTP: [T][2*n_embd] enorm(embd) ‖ hnorm(h) */
     float *pre;    /* qwen3next: [T][max(2*H_v, conv_dim + value_dim if ssm_in)] grouped projections before split */
     float *qk;     /* qwen3next with H_v > H_k: [T][2][value_dim] q ‖ k heads repeated per value head */
     float **snap;  /* [2*T] a run's per-row snapshot pointers (layer_rs_view) */
@@ -377,6 +426,7 @@ static void qw_carve(const qwen35 *m, bd_arena *a, int32_t T, int32_t n_ctx, int
         s->pre = bd_arena_floats(a, (size_t)T * maxz(2u * hp->H_v, legacy ? hp->conv_dim + hp->value_dim : 0));
         if (hp->H_v != hp->H_k) s->qk = bd_arena_floats(a, (size_t)T * 2 * hp->value_dim);
     }
+    s->cat = m->has_mtp ? bd_arena_floats(a, (size_t)T * 2 * hp->n_embd) : NULL;
     s->snap = bd_arena_take(a, (size_t)2 * T * sizeof(float *));
     s->moe = m->variant != QW_QWEN35 ? bd_arena_take(a, moe_scratch_size(&m->moe, hp->n_embd, T)) : NULL;
     /* The largest activation conversion any matmul of this model needs. */
@@ -389,6 +439,12 @@ static void qw_carve(const qwen35 *m, bd_arena *a, int32_t T, int32_t n_ctx, int
         w = maxz(w, layer_attn_wsize(&L->attn, T));
         w = maxz(w, layer_ffn_wsize(&L->ffn, T));
         if (m->variant != QW_QWEN35) w = maxz(w, moe_wsize(&L->moe, T));
+    }
+    if (m->has_mtp) {
+        w = maxz(w, blk_matmul_wsize(m->mtp_eh.type, m->mtp_eh.n_in, T));
+        w = maxz(w, blk_matmul_wsize(m->mtp_head.type, m->mtp_head.n_in, T));
+        w = maxz(w, layer_attn_wsize(&m->mtp.attn, T));
+        w = maxz(w, m->variant != QW_QWEN35 ? moe_wsize(&m->mtp.moe, T) : layer_ffn_wsize(&m->mtp.ffn, T));
     }
     s->wbuf = bd_arena_take(a, w);
 }
@@ -530,10 +586,63 @@ static braid_status qw_forward(const void *data, const bd_fwd_scratch *sc, bd_th
         bd_tap("l_out", (int)il, s.x, E, T, E);
     }
 
+    /* the MTP head's input: every row's hidden state after the output norm */
+    if (b->hidden)
+        for (int32_t t = 0; t < T; t++)
+            bd_rmsnorm(b->hidden + (size_t)t * E, s.x + (size_t)t * E, m->output_norm.data, E, hp->eps);
     /* logits = W_out · RMSNorm(x) for the rows that asked */
     layer_logits(tp, b, &m->output_norm, &m->output, hp->eps, s.x, E, s.u, s.wbuf, logits);
     return BRAID_OK;
 }
+
+/* The MTP head (top comment): rows of b pair a token with the hidden state h of the input before it. */
+static braid_status qw_mtp_forward(const void *data, const bd_fwd_scratch *sc, bd_threadpool *tp,
+                                   const bd_fwd_batch *b, const float *h, const bd_fwd_memory *mem, float *logits,
+                                   float *h_out) {
+    const qwen35 *m = data;
+    const qw_hparams *hp = &m->hp;
+    const int32_t T = b->n, E = (int32_t)hp->n_embd;
+    if (!m->has_mtp) return bd_error(BRAID_E_UNSUPPORTED, "qwen35: this file has no MTP block");
+    qw_scratch s;
+    bd_arena a = bd_arena_at(sc->base);
+    qw_carve(m, &a, sc->n_batch, sc->n_ctx, sc->n_threads, &s);
+    assert(T <= sc->n_batch && bd_threadpool_size(tp) <= sc->n_threads);
+    if (bd_fwd_cancelled(sc)) return bd_error(BRAID_E_CANCELLED, "decode cancelled by the abort callback");
+    const qw_layer *L = &m->mtp;
+    const int il = (int)hp->n_layer;
+
+    /* u = eh_proj · (enorm(embd) ‖ hnorm(h)) */
+    layer_embed(b, &m->mtp_embd, E, s.u);
+    for (int32_t t = 0; t < T; t++) {
+        float *c = s.cat + (size_t)t * 2 * E;
+        bd_rmsnorm(c, s.u + (size_t)t * E, m->mtp_enorm.data, E, hp->eps);
+        bd_rmsnorm(c + E, h + (size_t)t * E, m->mtp_hnorm.data, E, hp->eps);
+    }
+    bd_tap("mtp_concat", il, s.cat, 2 * E, T, 2 * E);
+    blk_matmul(tp, &m->mtp_eh, s.cat, T, s.x, s.wbuf);
+    bd_tap("mtp_eh_proj", il, s.x, E, T, E);
+
+    /* the decoder block, as a trunk attention layer (slot 0: the head's own K/V rows) */
+    for (int32_t t = 0; t < T; t++)
+        bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->attn_norm.data, E, hp->eps);
+    layer_attention(tp, &L->attn, &m->ash, &s.att, s.wbuf, b, mem, 0, il, s.u, s.u);
+    for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += s.u[i];
+    for (int32_t t = 0; t < T; t++)
+        bd_rmsnorm(s.u + (size_t)t * E, s.x + (size_t)t * E, L->post_norm.data, E, hp->eps);
+    if (m->variant == QW_QWEN35) layer_ffn_swiglu(tp, &L->ffn, s.u, T, s.f, s.ff_g, s.ff_u, s.wbuf, il);
+    else moe_ffn(tp, &m->moe, &L->moe, s.u, E, T, s.f, s.moe, s.wbuf, il);
+    for (int64_t i = 0; i < (int64_t)T * E; i++) s.x[i] += s.f[i];
+    bd_tap("mtp_post_ffn", il, s.x, E, T, E);
+
+    /* h' = RMSNorm(x; head norm); logits = head · h' */
+    if (h_out)
+        for (int32_t t = 0; t < T; t++)
+            bd_rmsnorm(h_out + (size_t)t * E, s.x + (size_t)t * E, m->mtp_head_norm.data, E, hp->eps);
+    layer_logits(tp, b, &m->mtp_head_norm, &m->mtp_head, hp->eps, s.x, E, s.u, s.wbuf, logits);
+    return BRAID_OK;
+}
+
+static int qw_has_mtp(const void *data) { return ((const qwen35 *)data)->has_mtp; }
 
 static void qw_rerotate_k(const void *data, float *k_row, const braid_pos *old_pos, const braid_pos *new_pos) {
     const qwen35 *m = data;
@@ -559,7 +668,7 @@ static braid_status bd_arch_qwen3next_load(const gguf_file *f, int32_t n_vocab, 
 #define QW_ARCH(sym, arch_name)                                                                                   \
     const bd_arch sym = {.name = arch_name, .load = sym##_load, .free_data = qw_free, .n_embd = qw_n_embd,         \
                          .hparams_bytes = qw_hparams_bytes, .scratch_size = qw_scratch_size, .forward = qw_forward, \
-                         .rerotate_k = qw_rerotate_k}
+                         .rerotate_k = qw_rerotate_k, .has_mtp = qw_has_mtp, .mtp_forward = qw_mtp_forward}
 QW_ARCH(bd_arch_qwen35, "qwen35");
 QW_ARCH(bd_arch_qwen35moe, "qwen35moe");
 QW_ARCH(bd_arch_qwen3next, "qwen3next");

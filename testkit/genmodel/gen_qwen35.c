@@ -47,6 +47,60 @@ braid_status gen_qwen35_check(gen_shape *s) {
 
 static int is_recurrent(const gen_shape *s, int64_t il) { return (il + 1) % s->interval != 0; }
 
+/* Layer l's FFN: routed experts with the gated shared expert (variant != 0), else the dense SwiGLU. */
+static braid_status gen_ffn(const gen_shape *s, gen_plan *p, int variant, int l) {
+    const int64_t E = s->n_embd;
+    if (variant != 0) {
+        const int64_t ne = s->n_expert, ff = s->n_ff_exp, fs = s->n_ff_shexp;
+        BD_TRY(gen_tensor(p, GEN_F32MAT, E, ne, "blk.%d.ffn_gate_inp.weight", l));
+        if (s->gate_up == 1) {
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, E, 2 * ff, ne, "blk.%d.ffn_gate_up_exps.weight", l));
+        } else {
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_gate_exps.weight", l));
+            BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_up_exps.weight", l));
+        }
+        BD_TRY(gen_tensor3(p, GEN_MATRIX, ff, E, ne, "blk.%d.ffn_down_exps.weight", l));
+        BD_TRY(gen_tensor(p, GEN_F32MAT, E, 0, "blk.%d.ffn_gate_inp_shexp.weight", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, E, fs, "blk.%d.ffn_gate_shexp.weight", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, E, fs, "blk.%d.ffn_up_shexp.weight", l));
+        BD_TRY(gen_tensor(p, GEN_MATRIX, fs, E, "blk.%d.ffn_down_shexp.weight", l));
+        return BRAID_OK;
+    }
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_gate.weight", l));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_up.weight", l));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff, E, "blk.%d.ffn_down.weight", l));
+    return BRAID_OK;
+}
+
+/* Layer l's gated full attention: Q and its gate interleaved per head, per-head Q/K norms. */
+static braid_status gen_attn(const gen_shape *s, gen_plan *p, int l) {
+    const int64_t E = s->n_embd, hd = s->head_dim, nh = s->n_head, nkv = s->n_head_kv;
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, 2 * hd * nh, "blk.%d.attn_q.weight", l));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_k.weight", l));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_v.weight", l));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, hd * nh, E, "blk.%d.attn_output.weight", l));
+    BD_TRY(gen_tensor(p, GEN_NORM, hd, 0, "blk.%d.attn_q_norm.weight", l));
+    BD_TRY(gen_tensor(p, GEN_NORM, hd, 0, "blk.%d.attn_k_norm.weight", l));
+    return BRAID_OK;
+}
+
+/* The MTP (nextn) block at layer l = the trunk's length, as llama.cpp's qwen35 loaders read it: a full-attention
+ * decoder block (its attention and FFN as the trunk's) plus enorm and hnorm over the token embedding and the
+ * trunk's hidden state, eh_proj over their concatenation [2E -> E] and the head's own norm. The optional
+ * nextn.embed_tokens and nextn.shared_head_head are left out: llama.cpp then uses token_embd and output. */
+static braid_status gen_nextn(const gen_shape *s, gen_plan *p, int variant, int l) {
+    const int64_t E = s->n_embd;
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.attn_norm.weight", l));
+    BD_TRY(gen_attn(s, p, l));
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.post_attention_norm.weight", l));
+    BD_TRY(gen_ffn(s, p, variant, l));
+    BD_TRY(gen_tensor(p, GEN_MATRIX, 2 * E, E, "blk.%d.nextn.eh_proj.weight", l));
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.nextn.enorm.weight", l));
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.nextn.hnorm.weight", l));
+    BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.nextn.shared_head_norm.weight", l));
+    return BRAID_OK;
+}
+
 braid_status gen_qwen35_family_describe(const gen_shape *s, int64_t n_vocab, gen_plan *p, int variant) {
     const int64_t E = s->n_embd, hd = s->head_dim, nh = s->n_head, nkv = s->n_head_kv;
     const int64_t S = s->ssm_state, Hk = s->ssm_groups, Hv = s->ssm_heads;
@@ -58,7 +112,8 @@ braid_status gen_qwen35_family_describe(const gen_shape *s, int64_t n_vocab, gen
 
     BD_TRY(gen_key_u32(p, "context_length", (uint32_t)s->n_ctx));
     BD_TRY(gen_key_u32(p, "embedding_length", (uint32_t)E));
-    BD_TRY(gen_key_u32(p, "block_count", (uint32_t)s->n_layer));
+    BD_TRY(gen_key_u32(p, "block_count", (uint32_t)(s->n_layer + s->nextn)));
+    if (s->nextn) BD_TRY(gen_key_u32(p, "nextn_predict_layers", (uint32_t)s->nextn));
     BD_TRY(gen_key_u32(p, "feed_forward_length", (uint32_t)s->n_ff));
     BD_TRY(gen_key_u32(p, "attention.head_count", (uint32_t)nh));
     BD_TRY(gen_key_u32(p, "attention.head_count_kv", (uint32_t)nkv));
@@ -103,35 +158,13 @@ braid_status gen_qwen35_family_describe(const gen_shape *s, int64_t n_vocab, gen
             }
             BD_TRY(gen_tensor(p, GEN_NORM, S, 0, "blk.%d.ssm_norm.weight", l));
             BD_TRY(gen_tensor(p, GEN_MATRIX, value_dim, E, "blk.%d.ssm_out.weight", l));
-        } else { /* gated full attention: Q and its gate interleaved per head */
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, 2 * hd * nh, "blk.%d.attn_q.weight", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_k.weight", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, hd * nkv, "blk.%d.attn_v.weight", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, hd * nh, E, "blk.%d.attn_output.weight", l));
-            BD_TRY(gen_tensor(p, GEN_NORM, hd, 0, "blk.%d.attn_q_norm.weight", l));
-            BD_TRY(gen_tensor(p, GEN_NORM, hd, 0, "blk.%d.attn_k_norm.weight", l));
+        } else {
+            BD_TRY(gen_attn(s, p, l));
         }
         BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "blk.%d.post_attention_norm.weight", l));
-        if (variant != 0) { /* routed experts and the gated shared expert */
-            const int64_t ne = s->n_expert, ff = s->n_ff_exp, fs = s->n_ff_shexp;
-            BD_TRY(gen_tensor(p, GEN_F32MAT, E, ne, "blk.%d.ffn_gate_inp.weight", l));
-            if (s->gate_up == 1) {
-                BD_TRY(gen_tensor3(p, GEN_MATRIX, E, 2 * ff, ne, "blk.%d.ffn_gate_up_exps.weight", l));
-            } else {
-                BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_gate_exps.weight", l));
-                BD_TRY(gen_tensor3(p, GEN_MATRIX, E, ff, ne, "blk.%d.ffn_up_exps.weight", l));
-            }
-            BD_TRY(gen_tensor3(p, GEN_MATRIX, ff, E, ne, "blk.%d.ffn_down_exps.weight", l));
-            BD_TRY(gen_tensor(p, GEN_F32MAT, E, 0, "blk.%d.ffn_gate_inp_shexp.weight", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, fs, "blk.%d.ffn_gate_shexp.weight", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, E, fs, "blk.%d.ffn_up_shexp.weight", l));
-            BD_TRY(gen_tensor(p, GEN_MATRIX, fs, E, "blk.%d.ffn_down_shexp.weight", l));
-            continue;
-        }
-        BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_gate.weight", l));
-        BD_TRY(gen_tensor(p, GEN_MATRIX, E, s->n_ff, "blk.%d.ffn_up.weight", l));
-        BD_TRY(gen_tensor(p, GEN_MATRIX, s->n_ff, E, "blk.%d.ffn_down.weight", l));
+        BD_TRY(gen_ffn(s, p, variant, l));
     }
+    for (int64_t j = 0; j < s->nextn; j++) BD_TRY(gen_nextn(s, p, variant, (int)(s->n_layer + j)));
     BD_TRY(gen_tensor(p, GEN_NORM, E, 0, "output_norm.weight"));
     BD_TRY(gen_tensor(p, GEN_MATRIX, E, n_vocab, "output.weight")); /* untied: see design.md §7 */
     return BRAID_OK;

@@ -108,6 +108,11 @@ braid_status gen_model_shape(const gen_params *p, gen_shape *out) {
     if (o->n_ff_shexp > 0) s.n_ff_shexp = o->n_ff_shexp;
     if (o->gate_up > 0) s.gate_up = o->gate_up;
     if (o->qkvz > 0) s.qkvz = o->qkvz;
+    if (o->nextn > 0) s.nextn = o->nextn;
+    if (s.nextn > 1)
+        return bd_error(BRAID_E_INVALID, "gen-model: --nextn %lld: llama.cpp runs one MTP block", (long long)s.nextn);
+    if (s.nextn && strcmp(a->name, "qwen35") && strcmp(a->name, "qwen35moe") && strcmp(a->name, "qwen3next"))
+        return bd_error(BRAID_E_INVALID, "gen-model: --nextn: %s has no MTP block here (qwen35 family only)", a->name);
     if (o->pattern[0]) memcpy(s.pattern, o->pattern, sizeof s.pattern);
     s.pattern[sizeof s.pattern - 1] = 0;
     BD_TRY(a->check(&s));

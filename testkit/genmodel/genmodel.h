@@ -47,6 +47,7 @@ typedef struct gen_shape {
     int64_t n_ff_shexp;    /* expert_shared_feed_forward_length */
     int64_t gate_up;       /* 1: one merged ffn_gate_up_exps tensor, 2: ffn_gate_exps + ffn_up_exps */
     int64_t qkvz;          /* qwen3next GDN input projection: 1 attn_qkv + attn_gate, 2 legacy grouped ssm_in */
+    int64_t nextn;         /* qwen35 family: MTP (nextn) blocks after the trunk, 0 or 1 (llama.cpp runs one) */
 } gen_shape;
 
 typedef struct gen_params {
