@@ -286,6 +286,56 @@ static inline braid_status oracle_decode_embd(oracle *o, int32_t n, const float 
     return s;
 }
 
+/* (driver started with --mtp) Row `row` of the main context's last decode: its hidden state after the output
+ * norm (h_nextn), n_embd floats into h. */
+static inline braid_status oracle_hidden(oracle *o, int32_t row, float *h) {
+    const char *r;
+    BD_TRY(oracle_cmd(o, &r, "hidden %d", row));
+    if (atoi(r) != o->n_embd) return bd_error(BRAID_E_FORMAT, "oracle: bad hidden reply '%s'", r);
+    if (fread(h, sizeof(float), (size_t)o->n_embd, o->out) != (size_t)o->n_embd)
+        return bd_error(BRAID_E_IO, "oracle: short hidden data");
+    return BRAID_OK;
+}
+
+/* (driver started with --mtp) n rows through llama.cpp's MTP context: token[i] at text position pos[i] with
+ * hidden state h[i] ([n][n_embd]); out: a flag per row. *logits ([rows][n_vocab]) and *h_out ([rows][n_embd],
+ * the head's own h_nextn) are new buffers (bd_free). */
+static inline braid_status oracle_mtp_decode(oracle *o, int32_t n, const int32_t *token, const int32_t *pos,
+                                             const float *h, const uint8_t *out, float **logits, float **h_out,
+                                             int32_t *rows) {
+    *logits = *h_out = NULL;
+    *rows = 0;
+    braid_status s = BRAID_OK;
+    if (fprintf(o->in, "mtp_decode %d\n", n) < 0) s = bd_error(BRAID_E_IO, "oracle: write failed");
+    for (int32_t i = 0; s == BRAID_OK && i < n; i++)
+        if (fprintf(o->in, "%d %d %d\n", token[i], pos[i], out[i] != 0) < 0)
+            s = bd_error(BRAID_E_IO, "oracle: write failed");
+    size_t nf = (size_t)n * (size_t)o->n_embd;
+    if (s == BRAID_OK && fwrite(h, sizeof(float), nf, o->in) != nf) s = bd_error(BRAID_E_IO, "oracle: write failed");
+    if (s == BRAID_OK && fflush(o->in) != 0) s = bd_error(BRAID_E_IO, "oracle: write failed");
+    BD_TRY(s);
+    BD_TRY(oracle_read_reply(o, "mtp_decode"));
+    int32_t r, v, e;
+    if (sscanf(o->reply, "%d %d %d", &r, &v, &e) != 3 || r < 0 || v != o->n_vocab || e != o->n_embd)
+        return bd_error(BRAID_E_FORMAT, "oracle: bad reply to mtp_decode: '%s'", o->reply);
+    float *lg = bd_mallocn((size_t)r * (size_t)v + 1, sizeof(float));
+    float *ho = bd_mallocn((size_t)r * (size_t)e + 1, sizeof(float));
+    if (!lg || !ho) s = bd_error(BRAID_E_NOMEM, "oracle: out of memory for %d MTP rows", r);
+    if (s == BRAID_OK && fread(lg, sizeof(float), (size_t)r * (size_t)v, o->out) != (size_t)r * (size_t)v)
+        s = bd_error(BRAID_E_IO, "oracle: short MTP logits data");
+    if (s == BRAID_OK && fread(ho, sizeof(float), (size_t)r * (size_t)e, o->out) != (size_t)r * (size_t)e)
+        s = bd_error(BRAID_E_IO, "oracle: short MTP hidden data");
+    if (s != BRAID_OK) {
+        bd_free(lg);
+        bd_free(ho);
+        return s;
+    }
+    *logits = lg;
+    *h_out = ho;
+    *rows = r;
+    return BRAID_OK;
+}
+
 /* Appends n greedy tokens to seq (which must have logits from an earlier decode) at positions pos, pos+1, ...
  * (pos < 0: after the sequence's last position; give it explicitly after an M-RoPE image, where text resumes
  * at t0 + max(nx, ny)). tokens gets n ids; logits (may be NULL) gets a new n x n_vocab buffer: the rows each

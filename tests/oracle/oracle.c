@@ -44,10 +44,23 @@
  *                                 DIR/index.txt as "NNNNN NAME ne0 ne1 ne2 ne3" (NAME as llama.cpp's graph names
  *                                 it, e.g. attn_norm-3; NNNNN counts nodes in compute order). "dump -" stops.
  *                                 For finding the first op where braid and llama.cpp part (a debugging aid).
+ *   hidden R                      (--mtp) ok E, then E floats: the hidden state llama.cpp hands an MTP head
+ *                                 (h_nextn: after the output norm) of row R of the main context's last decode
+ *   mtp_decode N                  (--mtp) then N lines "token pos out" (sequence 0 of the MTP context), then
+ *                                 N*E raw float32 h rows (row i: the hidden state paired with token i); reply:
+ *                                 ok R V E, then R*V floats (logits of the rows with out=1) and R*E floats
+ *                                 (the MTP context's own h_nextn of those rows, what a chained step gets)
+ *   mtp_seq_rm P0                 (--mtp) ok 1|0: drops the MTP context's rows at positions >= P0
  *   quit                          ok, then exit 0 (end of input does the same)
  *
  * The latest logits row of each sequence (from decode, decode_embd or greedy) is kept for greedy. Memory
- * commands do not clear it: a test that truncates decodes again before asking for a continuation. */
+ * commands do not clear it: a test that truncates decodes again before asking for a continuation.
+ *
+ * --mtp loads the model's MTP (nextn) block (llama_model_params.load_mtp) and opens a second context of type
+ * LLAMA_CONTEXT_TYPE_MTP beside the main one, as llama.cpp's draft-mtp speculative driver does (common/
+ * speculative.cpp): the main context hands out every row's h_nextn, and an MTP batch carries a token and an
+ * h row per row. The two calls that do this are declared only in llama.cpp's C++ header llama-ext.h, so
+ * their mangled names (exported by the prebuilt libllama) are bound below. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -61,6 +74,14 @@
 #include "llama.h"
 
 #define MAX_ARGS 16
+
+/* llama-ext.h (C++ linkage in the prebuilt library): llama_set_embeddings_nextn(ctx, value, masked) and
+ * llama_get_embeddings_nextn_ith(ctx, i). Weak: the same driver is also linked against braid's own
+ * libllama-braid (oracle_braid), which has neither; --mtp then says so. */
+void oracle_set_embeddings_nextn(struct llama_context *ctx, bool value, bool masked)
+    __asm__("_Z26llama_set_embeddings_nextnP13llama_contextbb") __attribute__((weak));
+float *oracle_get_embeddings_nextn_ith(struct llama_context *ctx, int32_t i)
+    __asm__("_Z30llama_get_embeddings_nextn_ithP13llama_contexti") __attribute__((weak));
 
 static long line_no;
 static int verbose;
@@ -164,6 +185,7 @@ static void want_args(int argc, int lo, int hi, const char *usage) {
 typedef struct {
     struct llama_model *model;
     struct llama_context *ctx;
+    struct llama_context *mtp; /* --mtp: the MTP context, else NULL */
     const struct llama_vocab *vocab;
     llama_memory_t mem;
     int32_t n_vocab, n_embd, n_pos, n_seq_max, n_batch;
@@ -324,6 +346,64 @@ static void cmd_decode_embd(oracle *o, int32_t n, char **line, size_t *cap) {
     size_t nf = (size_t)n * (size_t)o->n_embd;
     if (fread(bb.b.embd, sizeof(float), nf, stdin) != nf) die("decode_embd: short read of %zu floats", nf);
     run_decode(o, &bb);
+    batch_free(&bb);
+}
+
+/* hidden R: row R's h_nextn from the main context's last decode. */
+static void cmd_hidden(oracle *o, int argc, char **argv) {
+    want_args(argc, 2, 2, "hidden R");
+    if (!o->mtp) die("hidden: the driver was started without --mtp");
+    const float *h = oracle_get_embeddings_nextn_ith(o->ctx, parse_i32(argv[1], "row"));
+    if (!h) {
+        printf("err no h_nextn for row %s\n", argv[1]);
+        return;
+    }
+    printf("ok %d\n", o->n_embd);
+    write_floats(h, (size_t)o->n_embd);
+}
+
+/* mtp_decode N: token + h rows through the MTP context (sequence 0). */
+static void cmd_mtp_decode(oracle *o, int32_t n, char **line, size_t *cap) {
+    if (!o->mtp) die("mtp_decode: the driver was started without --mtp");
+    if (n <= 0 || n > o->n_batch) die("mtp_decode: %d rows (want 1..%d, the --batch size)", n, o->n_batch);
+    batch_buf bb;
+    batch_alloc(o, &bb, n, 1);
+    bb.b.token = xcalloc((size_t)n, sizeof(llama_token)); /* both: the head reads a token and an h row */
+    for (int32_t i = 0; i < n; i++) {
+        if (!read_line(line, cap)) die("mtp_decode: input ended after %d of %d row lines", i, n);
+        char *f[MAX_ARGS];
+        int nf = split(*line, f, MAX_ARGS);
+        if (nf != 3) die("mtp_decode: want 'token pos out', got %d fields", nf);
+        bb.b.token[i] = parse_i32(f[0], "token");
+        if (bb.b.token[i] < 0 || bb.b.token[i] >= o->n_vocab) die("token %d out of range", bb.b.token[i]);
+        bb.b.pos[i] = parse_i32(f[1], "position"); /* a token batch: one component, broadcast by llama.cpp */
+        bb.b.n_seq_id[i] = 1;
+        bb.b.seq_id[i][0] = 0;
+        bb.b.logits[i] = (int8_t)(parse_i32(f[2], "out flag") != 0);
+    }
+    size_t nf = (size_t)n * (size_t)o->n_embd;
+    if (fread(bb.b.embd, sizeof(float), nf, stdin) != nf) die("mtp_decode: short read of %zu floats", nf);
+    int32_t rc = llama_decode(o->mtp, bb.b);
+    if (rc != 0) {
+        printf("err llama_decode (MTP context) returned %d\n", rc);
+        batch_free(&bb);
+        return;
+    }
+    int32_t rows = 0;
+    for (int32_t i = 0; i < n; i++) rows += bb.b.logits[i] != 0;
+    printf("ok %d %d %d\n", rows, o->n_vocab, o->n_embd);
+    for (int32_t i = 0; i < n; i++) {
+        if (!bb.b.logits[i]) continue;
+        const float *row = llama_get_logits_ith(o->mtp, i);
+        if (!row) die("llama_get_logits_ith(%d) on the MTP context returned NULL", i);
+        write_floats(row, (size_t)o->n_vocab);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (!bb.b.logits[i]) continue;
+        const float *h = oracle_get_embeddings_nextn_ith(o->mtp, i);
+        if (!h) die("no h_nextn for MTP row %d", i);
+        write_floats(h, (size_t)o->n_embd);
+    }
     batch_free(&bb);
 }
 
@@ -508,6 +588,19 @@ static int run_command(oracle *o, char **line, size_t *cap) {
         else cmd_decode(o, n, line, cap);
     } else if (!strcmp(c, "greedy")) {
         cmd_greedy(o, argc, av);
+    } else if (!strcmp(c, "hidden")) {
+        cmd_hidden(o, argc, av);
+    } else if (!strcmp(c, "mtp_decode")) {
+        want_args(argc, 2, 2, "mtp_decode N");
+        int32_t n = parse_i32(av[1], "count");
+        if (av != argv) free(av);
+        av = NULL;
+        cmd_mtp_decode(o, n, line, cap);
+    } else if (!strcmp(c, "mtp_seq_rm")) {
+        want_args(argc, 2, 2, "mtp_seq_rm P0");
+        if (!o->mtp) die("mtp_seq_rm: the driver was started without --mtp");
+        bool ok = llama_memory_seq_rm(llama_get_memory(o->mtp), 0, parse_i32(av[1], "p0"), -1);
+        printf("ok %d\n", ok ? 1 : 0);
     } else if (!strcmp(c, "seq_rm")) {
         want_args(argc, 4, 4, "seq_rm S P0 P1");
         bool ok =
@@ -569,7 +662,7 @@ static int run_command(oracle *o, char **line, size_t *cap) {
 
 static void usage(void) {
     fprintf(stderr, "usage: oracle -m FILE [--ctx N] [--batch N] [--ubatch N] [--threads N] [--seq-max N]\n"
-                    "              [--kv f32|f16] [--fa on|off|auto] [--kv-unified 0|1] [--default-bufts] [--verbose]\n"
+                    "              [--kv f32|f16] [--fa on|off|auto] [--kv-unified 0|1] [--default-bufts] [--mtp] [--verbose]\n"
                     "       oracle quantize IN OUT FTYPE\n"
                     "commands on stdin: see the top of tests/oracle/oracle.c\n");
     exit(2);
@@ -596,6 +689,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "quantize")) return quantize_main(argc, argv);
     const char *path = NULL;
     int32_t n_ctx = 4096, n_batch = 0, n_ubatch = 512, n_threads = 1, n_seq_max = 4, unified = 1, default_bufts = 0;
+    int mtp = 0;
     enum ggml_type kv = GGML_TYPE_F32;
     enum llama_flash_attn_type fa = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     for (int i = 1; i < argc; i++) {
@@ -603,6 +697,7 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--default-bufts")) { default_bufts = 1; continue; }
         if (!strcmp(a, "--verbose")) { verbose = 1; continue; }
+        if (!strcmp(a, "--mtp")) { mtp = 1; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage();
         if (!v) { fprintf(stderr, "oracle: %s needs a value\n", a); usage(); }
         i++;
@@ -647,6 +742,7 @@ int main(int argc, char **argv) {
 
     struct llama_model_params mp = llama_model_default_params();
     mp.use_extra_bufts = default_bufts != 0;
+    mp.load_mtp = mtp != 0;
     oracle o = {0};
     o.model = llama_model_load_from_file(path, mp);
     if (!o.model) die("llama.cpp could not load %s (its log above says why)", path);
@@ -665,6 +761,17 @@ int main(int argc, char **argv) {
     cp.cb_eval_user_data = NULL;
     o.ctx = llama_init_from_model(o.model, cp);
     if (!o.ctx) die("llama.cpp could not create a context for %s", path);
+    if (mtp) {
+        if (!oracle_set_embeddings_nextn || !oracle_get_embeddings_nextn_ith)
+            die("--mtp: this llama library has no llama_set_embeddings_nextn / llama_get_embeddings_nextn_ith");
+        struct llama_context_params mcp = cp;
+        mcp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+        mcp.n_seq_max = 1;
+        o.mtp = llama_init_from_model(o.model, mcp);
+        if (!o.mtp) die("llama.cpp could not create an MTP context for %s (no nextn block?)", path);
+        oracle_set_embeddings_nextn(o.ctx, true, false); /* every row's h, as draft-mtp sets it */
+        oracle_set_embeddings_nextn(o.mtp, true, true);
+    }
 
     o.vocab = llama_model_get_vocab(o.model);
     o.mem = llama_get_memory(o.ctx);
@@ -685,6 +792,7 @@ int main(int argc, char **argv) {
     free(line);
     free(o.last);
     free(o.has_last);
+    if (o.mtp) llama_free(o.mtp);
     llama_free(o.ctx);
     llama_model_free(o.model);
     llama_backend_free();
