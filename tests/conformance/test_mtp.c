@@ -3,7 +3,7 @@
  * llama.cpp runs the head in a second context (LLAMA_CONTEXT_TYPE_MTP) fed, row by row, a token and the main
  * context's h_nextn of the input before it (common/speculative.cpp's draft-mtp); the oracle driver does the
  * same (--mtp, commands hidden and mtp_decode). braid runs it through engine/mtp.h. Compared, for F32
- * qwen35 and qwen35moe files with one nextn block (K/V F32, flash attention off):
+ * qwen35, qwen35moe and qwen3next files with one nextn block (K/V F32, flash attention off):
  *   - the trunk's hidden states (h_nextn) of a 24-token prompt;
  *   - the head's logits for every prompt row (x_i with h_{i-1}; zeros before the first), braid one row at
  *     a time (bd_mtp_step) against llama.cpp's one batch;
@@ -171,7 +171,7 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    const char *arch[] = {"qwen35", "qwen35moe"};
+    const char *arch[] = {"qwen35", "qwen35moe", "qwen3next"};
     for (size_t i = 0; i < sizeof arch / sizeof arch[0]; i++) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s.gguf", dir, arch[i]);
