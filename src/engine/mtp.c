@@ -54,7 +54,10 @@ braid_status bd_mtp_new(braid_context *ctx, braid_seq_id seq, bd_mtp **out) {
     *out = NULL;
     const braid_model *m = ctx->model;
     if (!m->arch->has_mtp || !m->arch->mtp_forward)
-        return bd_error(BRAID_E_UNSUPPORTED, "mtp: architecture %s has no MTP head in braid", m->arch->name);
+        return bd_error(BRAID_E_UNSUPPORTED,
+                        "mtp: braid runs the MTP heads of qwen35, qwen35moe and qwen3next files, not of %s (for "
+                        "nemotron_h_moe: its block of NoPE attention, a relu^2 MoE and a LayerNorm head is not "
+                        "implemented)", m->arch->name);
     if (!m->arch->has_mtp(m->arch_data))
         return bd_error(BRAID_E_UNSUPPORTED,
                         "mtp: this %s file carries no usable MTP block (nextn_predict_layers 1 with "
