@@ -9,7 +9,8 @@
  *     a time (bd_mtp_step) against llama.cpp's one batch;
  *   - two chained draft steps after the prompt (x_N with h_{N-1}, then its pick with the head's own h),
  *     braid after its batched catch-up (bd_mtp_sync), as generation runs it.
- * Agreement must be within 1e-4 relative (the trunk's own F32 tolerance) with the same top-1 tokens. */
+ * Agreement must be within 1e-4 relative (the trunk's own F32 tolerance) with the same top-1 tokens. The same
+ * runs on the built-in default model (trained, Q8_0), whose MTP block is the one it was trained with. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -54,7 +55,7 @@ static void report_h(const char *what, const cmp *c) {
     printf("  %-44s rows %4d  max|diff| %.3e  max rel %.3e\n", what, c->rows, c->max_abs, c->max_rel);
 }
 
-static void test_arch(const char *path, const char *arch) {
+static void test_arch(const char *path, const char *arch, double tol) {
     printf("%s:\n", arch);
     braid_model *m = NULL;
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
@@ -92,8 +93,8 @@ static void test_arch(const char *path, const char *arch) {
     }
     report("trunk logits, prompt 24", &ct);
     report_h("trunk hidden state (h_nextn), prompt 24", &chid);
-    CHECK(ct.rows == N && ct.max_rel < F32_TOL, "trunk rel %.3e", ct.max_rel);
-    CHECK(chid.rows == N && chid.max_rel < F32_TOL, "hidden rel %.3e", chid.max_rel);
+    CHECK(ct.rows == N && ct.max_rel < tol, "trunk rel %.3e", ct.max_rel);
+    CHECK(chid.rows == N && chid.max_rel < tol, "hidden rel %.3e", chid.max_rel);
     CHECK_STATUS(bd_mtp_after_decode(t, 0, N), BRAID_OK);
 
     /* the head over the prompt: llama.cpp in one batch, braid a row at a time */
@@ -105,7 +106,7 @@ static void test_arch(const char *path, const char *arch) {
         cmp_row(&cm, lg, mref + (size_t)i * V, V);
     }
     report("MTP head logits, prompt rows (x_i, h_{i-1})", &cm);
-    CHECK(cm.rows == N && cm.max_rel < F32_TOL && cm.top1_equal == N, "MTP rows rel %.3e, top-1 %d/%d", cm.max_rel,
+    CHECK(cm.rows == N && cm.max_rel < tol && cm.top1_equal == N, "MTP rows rel %.3e, top-1 %d/%d", cm.max_rel,
           cm.top1_equal, cm.rows);
     int distinct = 0; /* the head must not be degenerate: its picks vary over the prompt */
     for (int i = 1; i < N && mref && rows == N; i++)
@@ -145,9 +146,9 @@ static void test_arch(const char *path, const char *arch) {
         report("MTP draft step 1 (x_N, h_{N-1}) logits", &c1);
         report_h("MTP draft step 1 hidden state (h')", &c1h);
         report("MTP draft step 2 (draft 1, h') logits", &c2);
-        CHECK(c1.rows == 1 && c1.max_rel < F32_TOL && c1.top1_equal == 1, "step 1 rel %.3e", c1.max_rel);
-        CHECK(c1h.rows == 1 && c1h.max_rel < F32_TOL, "step 1 h rel %.3e", c1h.max_rel);
-        CHECK(c2.rows == 1 && c2.max_rel < F32_TOL && c2.top1_equal == 1, "step 2 rel %.3e", c2.max_rel);
+        CHECK(c1.rows == 1 && c1.max_rel < tol && c1.top1_equal == 1, "step 1 rel %.3e", c1.max_rel);
+        CHECK(c1h.rows == 1 && c1h.max_rel < tol, "step 1 h rel %.3e", c1h.max_rel);
+        CHECK(c2.rows == 1 && c2.max_rel < tol && c2.top1_equal == 1, "step 2 rel %.3e", c2.max_rel);
     }
 free_bufs:
     bd_free(got);
@@ -176,9 +177,15 @@ int main(void) {
         char path[256];
         snprintf(path, sizeof path, "%s/%s.gguf", dir, arch[i]);
         CHECK(write_model(path, arch[i], 5 + i), "write %s", arch[i]);
-        test_arch(path, arch[i]);
+        test_arch(path, arch[i], F32_TOL);
         unlink(path);
     }
     rmdir(dir);
+    /* the built-in default model: trained, Q8_0 weights, the MTP block it was trained with. Q8_0 rows are
+     * summed in another order than ggml's on some pairs (conformance_qwen35's quantized comparison), so the
+     * bound is looser there; every top-1 must still agree. */
+    char def[2300];
+    snprintf(def, sizeof def, "%s/models/kjv-qwen35-q8_0.gguf", test_env("BRAID_SOURCE_DIR", "."));
+    test_arch(def, "default model (kjv-qwen35-q8_0)", pair.exact ? F32_TOL : 1e-3);
     TEST_MAIN_END();
 }
