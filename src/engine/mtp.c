@@ -146,7 +146,7 @@ static const float *h_before(const bd_mtp *t, int32_t idx) {
 }
 
 /* Runs the head over rows tok/pos/hin [0, T) at indices [idx0, idx0 + T), K/V into their cells; logits of the
- * last row if want (into t->logits), every row's h' into t->hout. */
+ * last row if want (into t->logits: one row), every row's h' into t->hout. */
 static braid_status run(bd_mtp *t, int32_t T, int32_t idx0, int want) {
     braid_context *c = t->ctx;
     const braid_model *m = c->model;
@@ -161,26 +161,27 @@ static braid_status run(bd_mtp *t, int32_t T, int32_t idx0, int want) {
     bd_fwd_memory fm = {.k = kt, .v = vt, .kv_type = BRAID_TYPE_F32, .dst_cell = t->dst, .n_visible = t->nvis,
                         .n_runs = 1, .runs = &r};
     const bd_fwd_scratch sc = {c->scratch, (int32_t)c->p.n_batch, (int32_t)c->p.n_ctx, c->n_threads, NULL, NULL};
-    float *lg = t->logits;
-    if (want && T > 1) return bd_error(BRAID_E_INVALID, "mtp: internal: logits of a multi-row call");
-    return m->arch->mtp_forward(m->arch_data, &sc, c->tp, &b, t->hin, &fm, lg, t->hout);
+    return m->arch->mtp_forward(m->arch_data, &sc, c->tp, &b, t->hin, &fm, t->logits, t->hout);
 }
 
 static void text_pos(const bd_mtp *t, braid_pos *dst, braid_pos p) {
     for (int32_t c = 0; c < t->np; c++) dst[c] = t->np == 4 && c == 3 ? 0 : p;
 }
 
-braid_status bd_mtp_sync(bd_mtp *t, const braid_token *tok, int32_t n_tok, int *ready) {
-    (void)tok; /* the tokens and their positions come from the memory's history, which the mirror follows */
+braid_status bd_mtp_first(bd_mtp *t, int32_t n_tok, braid_token next, braid_pos next_pos, int *ready,
+                          const float **logits, const float **h_out) {
     *ready = 0;
+    *logits = *h_out = NULL;
     if (t->n_h > n_tok) t->n_h = n_tok;
     if (t->n_cells > n_tok) t->n_cells = n_tok;
     if (t->base > n_tok) t->base = t->n_cells = t->n_h = n_tok;
     if (t->n_cells < t->base) t->n_cells = t->base;
     if (n_tok < 1 || t->n_h < n_tok || n_tok - 1 < t->base) return BRAID_OK; /* h_{n_tok-1} unknown */
+    if (n_tok - t->base + 1 > (int32_t)t->ctx->p.n_ctx) return BRAID_OK; /* no room for the draft row */
     BD_TRY(grow(t, n_tok + 1));
     const mem *mm = t->ctx->mem;
-    while (t->n_cells < n_tok) {
+    for (;;) {
+        /* rows [i0, i0 + T) of the catch-up, then (if it fits) the draft row */
         const int32_t i0 = t->n_cells;
         int32_t T = n_tok - i0 < t->nb ? n_tok - i0 : t->nb;
         int32_t r = 0;
@@ -199,11 +200,21 @@ braid_status bd_mtp_sync(bd_mtp *t, const braid_token *tok, int32_t n_tok, int *
             if (n_tok - 1 < t->base) return BRAID_OK;
             continue;
         }
-        BD_TRY(run(t, T, i0, 0));
+        const int with_next = i0 + T == n_tok && T < t->nb;
+        if (with_next) {
+            t->tok[T] = next;
+            text_pos(t, t->pos + (size_t)T * t->np, next_pos);
+            memcpy(t->hin + (size_t)T * t->E, h_before(t, n_tok), (size_t)t->E * sizeof(float));
+        }
+        if (T + with_next > 0) BD_TRY(run(t, T + with_next, i0, with_next));
         t->n_cells = i0 + T;
+        if (with_next) {
+            *ready = 1;
+            *logits = t->logits;
+            *h_out = t->hout + (size_t)T * t->E;
+            return BRAID_OK;
+        }
     }
-    *ready = 1;
-    return BRAID_OK;
 }
 
 braid_status bd_mtp_step(bd_mtp *t, braid_token token, int32_t idx, braid_pos pos, const float *h,

@@ -9,7 +9,7 @@
  * target is a truncation here and needs no replay:
  *
  *     h[i]     the trunk's h_i, captured from every target decode the generator makes (bd_mtp_after_decode)
- *     K/V[i]   the head's rows for index i, valid for [base, n_cells); computed (bd_mtp_sync) once x_i and
+ *     K/V[i]   the head's rows for index i, valid for [base, n_cells); computed (bd_mtp_first) once x_i and
  *              h_{i-1} are known, overwritten when index i is decoded again (a draft row is only provisional)
  *
  * base > 0 after the sequence changed in ways this file does not follow (context shift, a prompt from the
@@ -35,11 +35,17 @@ void bd_mtp_reset(bd_mtp *t);
 BRAID_NODISCARD braid_status bd_mtp_after_decode(bd_mtp *t, int32_t i0, int32_t n);
 /* The target's sequence was truncated to n inputs. */
 void bd_mtp_truncate(bd_mtp *t, int32_t n);
-/* Computes the head's rows for indices [n_cells, n_tok) of the target's inputs tok[0..n_tok). *ready: 1 if a
- * draft can follow (h_{n_tok-1} is known), else 0 (nothing drafted this step). */
-BRAID_NODISCARD braid_status bd_mtp_sync(bd_mtp *t, const braid_token *tok, int32_t n_tok, int *ready);
+/* The first draft step after the target's n_tok inputs (their tokens and positions come from the memory): the
+ * head's rows for indices [n_cells, n_tok) that are not computed yet, and in the same call (one forward pass
+ * for both when they fit in a batch) the row of `next` at index n_tok, text position next_pos, paired with
+ * the trunk's h_{n_tok-1}. *ready: 0 if h_{n_tok-1} is unknown (nothing decoded since the sequence changed
+ * outside the generator: no draft this step, *logits and *h_out NULL), else 1 with *logits (n_vocab) and
+ * *h_out (n_embd) of that row, valid until the next call. */
+BRAID_NODISCARD braid_status bd_mtp_first(bd_mtp *t, int32_t n_tok, braid_token next, braid_pos next_pos,
+                                          int *ready, const float **logits, const float **h_out);
 /* One draft step: the head's row for index idx >= n_tok with input `token` and hidden state h (NULL: the
- * trunk's h_{idx-1}, which bd_mtp_sync made sure of) at text position pos. *logits (n_vocab) and *h_out
+ * trunk's h_{idx-1} if known, else zeros) at text position pos; the later steps of a chain pass the previous
+ * step's h_out. *logits (n_vocab) and *h_out
  * (n_embd: the h of the next step) point into t, valid until the next call. */
 BRAID_NODISCARD braid_status bd_mtp_step(bd_mtp *t, braid_token token, int32_t idx, braid_pos pos, const float *h,
                                          const float **logits, const float **h_out);

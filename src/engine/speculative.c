@@ -107,19 +107,15 @@ static braid_status draft_model(braid_gen *g, braid_token next, int32_t max, int
 }
 
 static braid_status draft_mtp(braid_gen *g, braid_token next, int32_t max, int32_t *n_draft) {
+    const braid_pos p0 = mem_seq_next_pos(g->ctx->mem, g->p.seq);
+    const float *lg, *h_out;
     int ready;
-    BD_TRY(bd_mtp_sync(g->mtp, g->tok, g->n_tok, &ready));
+    /* the head's catch-up over what the target accepted, and next paired with the trunk's last h, in one pass */
+    BD_TRY(bd_mtp_first(g->mtp, g->n_tok, next, p0, &ready, &lg, &h_out));
     if (!ready) return BRAID_OK; /* the trunk's last hidden state is unknown (nothing decoded yet): no draft */
     const int greedy = bd_sampler_is_greedy(g->smp);
-    const braid_pos p0 = mem_seq_next_pos(g->ctx->mem, g->p.seq);
-    const float *h = NULL; /* the first step pairs next with the trunk's h of the input before it */
-    braid_token cur = next;
     int32_t k = 0;
-    while (k < max) {
-        const float *lg, *h_out;
-        braid_status s = bd_mtp_step(g->mtp, cur, g->n_tok + k, p0 + k, h, &lg, &h_out);
-        if (s == BRAID_E_FULL) break; /* no room for another row: propose what there is */
-        BD_TRY(s);
+    for (;;) {
         braid_token d;
         if (greedy) {
             BD_TRY(braid_sampler_sample(g->dsmp, lg, g->n_vocab, &d));
@@ -129,9 +125,11 @@ static braid_status draft_mtp(braid_gen *g, braid_token next, int32_t max, int32
             d = bd_pick_weighted(q, g->n_vocab, bd_sampler_uniform(g->dsmp));
         }
         g->draft[k++] = d;
-        if (braid_token_is_eog((braid_model *)g->ctx->model, d)) break;
-        cur = d;
-        h = h_out;
+        if (k == max || braid_token_is_eog((braid_model *)g->ctx->model, d)) break;
+        /* the next step: d with the head's own hidden state */
+        braid_status s = bd_mtp_step(g->mtp, d, g->n_tok + k, p0 + k, h_out, &lg, &h_out);
+        if (s == BRAID_E_FULL) break; /* no room for another row: propose what there is */
+        BD_TRY(s);
     }
     *n_draft = k;
     return BRAID_OK;

@@ -8,7 +8,8 @@
  *   - the head's logits for every prompt row (x_i with h_{i-1}; zeros before the first), braid one row at
  *     a time (bd_mtp_step) against llama.cpp's one batch;
  *   - two chained draft steps after the prompt (x_N with h_{N-1}, then its pick with the head's own h),
- *     braid after its batched catch-up (bd_mtp_sync), as generation runs it.
+ *     braid in the pass of its catch-up (bd_mtp_first: the prompt's rows and the first draft row in one
+ *     batch), as generation runs it.
  * Agreement must be within 1e-4 relative (the trunk's own F32 tolerance) with the same top-1 tokens. The same
  * runs on the built-in default model (trained, Q8_0), whose MTP block is the one it was trained with. */
 #include <math.h>
@@ -121,11 +122,11 @@ static void test_arch(const char *path, const char *arch, double tol) {
         int ready = 0;
         bd_mtp_reset(t);
         CHECK_STATUS(bd_mtp_after_decode(t, 0, N), BRAID_OK);
-        CHECK_STATUS(bd_mtp_sync(t, toks, N, &ready), BRAID_OK);
-        CHECK(ready, "the head is ready after the catch-up");
         toks[N] = argmax(ref + (size_t)(N - 1) * V, V); /* the target's greedy next token */
-        const float *lg, *ho;
-        CHECK_STATUS(bd_mtp_step(t, toks[N], N, N, NULL, &lg, &ho), BRAID_OK);
+        const float *lg = NULL, *ho = NULL;
+        CHECK_STATUS(bd_mtp_first(t, N, toks[N], N, &ready, &lg, &ho), BRAID_OK);
+        CHECK(ready && lg && ho, "the head is ready after the catch-up");
+        if (!lg || !ho) goto free_bufs;
         uint8_t one = 1;
         CHECK_STATUS(oracle_mtp_decode(o, 1, toks + N, pos + N, href + (size_t)N * E, &one, &mref, &mh, &rows),
                      BRAID_OK);
