@@ -159,9 +159,39 @@ int main(void) {
     }
     for (int r = 0; r < 3; r++) free(runs[r]);
 
+    /* --mtp on the default model (it carries a trained MTP block): the tokens of plain greedy, and --json's
+     * speculative object counts the head's drafts. */
+    {
+        char kjv[2300];
+        snprintf(kjv, sizeof kjv, "%s/models/kjv-qwen35-q8_0.gguf", test_env("BRAID_SOURCE_DIR", "."));
+        char *o2[2];
+        for (int r = 0; r < 2; r++) {
+            snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p 'And God said' -n 32 --temp 0 -t 1 --json %s 2>/dev/null",
+                     braid_exe, kjv, r ? "--mtp" : "");
+            o2[r] = test_run_cmd(cmd, &st);
+            CHECK(st == 0 && o2[r], "braid run%s exits with 0 (got %d)", r ? " --mtp" : "", st);
+        }
+        json_t *a = o2[0] ? json_loads(o2[0], 0, NULL) : NULL, *b = o2[1] ? json_loads(o2[1], 0, NULL) : NULL;
+        CHECK(a && b && json_equal(json_object_get(a, "tokens"), json_object_get(b, "tokens")),
+              "--mtp gives the tokens of plain greedy");
+        json_t *sp = b ? json_object_get(b, "speculative") : NULL;
+        json_int_t drafted = json_integer_value(json_object_get(sp, "drafted"));
+        json_int_t accepted = json_integer_value(json_object_get(sp, "accepted"));
+        CHECK(sp && !(a && json_object_get(a, "speculative")), "speculative is reported with --mtp only");
+        CHECK(drafted > 0 && accepted > 0 && accepted <= drafted, "--mtp drafted %lld, accepted %lld",
+              (long long)drafted, (long long)accepted);
+        json_decref(a);
+        json_decref(b);
+        free(o2[0]);
+        free(o2[1]);
+        snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p hi --mtp 2>/dev/null", braid_exe, model_path);
+        free(test_run_cmd(cmd, &st));
+        CHECK(st == 1, "--mtp on a file without an MTP block fails with the reason (exit %d)", st);
+    }
+
     /* Usage errors. */
     const char *bad[] = {"run", "run -m x.gguf", "run -p hi --temp abc", "run -p hi -n -1", "run -p hi --bogus 1",
-                         "run -p hi -f also.txt"};
+                         "run -p hi -f also.txt", "run -p hi --mtp --lookup 2", "run -p hi --lookup 2 --mtp"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", braid_exe, bad[i]);
         char *o = test_run_cmd(cmd, &st);
