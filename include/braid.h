@@ -490,6 +490,57 @@ BRAID_NODISCARD braid_status braid_sampler_sample(braid_sampler *s, const float 
 /* Tells the sampler a token was emitted (feeds the repetition penalties). */
 void braid_sampler_accept(braid_sampler *s, braid_token t);
 
+/* ---- constrained decoding (JSON) -------------------------------------------------------------------------- */
+
+/* A compiled JSON constraint: "any JSON object" or a JSON Schema. Immutable once built; one constraint can
+ * serve any number of matchers and generators at once (threads included). */
+typedef struct braid_json_constraint braid_json_constraint;
+/* Compiles a constraint. schema NULL: any JSON object (OpenAI's response_format json_object); else len bytes
+ * of a JSON Schema (response_format json_schema). The subset: type (one or a list), properties, required,
+ * additionalProperties (false / true / a schema), items, prefixItems, minItems, maxItems, enum, const, anyOf,
+ * oneOf (as anyOf), nullable, $ref to #/$defs/... or #/definitions/..., minLength, maxLength, and the
+ * annotations (title, description, default, examples, ...). Properties are produced in the order listed,
+ * required ones always, optional ones when the model chooses; additional properties only when
+ * additionalProperties says true or gives a schema. Any other keyword (pattern, format, minimum, allOf, ...)
+ * gives BRAID_E_UNSUPPORTED with a message naming it (a constraint never ignores part of a schema); bad JSON
+ * gives BRAID_E_FORMAT, an impossible schema BRAID_E_INVALID. *out owned by the caller. */
+BRAID_NODISCARD braid_status braid_json_constraint_new(const char *schema, size_t len, braid_json_constraint **out);
+/* Releases a constraint (NULL allowed); no matcher or generator may still use it. */
+void braid_json_constraint_free(braid_json_constraint *c);
+
+/* The state of one document being written under a constraint (bytes so far). Whitespace between tokens of
+ * the document comes in runs of at most 20 bytes, numbers have at most 16 integer and 16 fraction digits, and
+ * nesting is at most 31 values deep, so a model cannot loop without end inside the document. */
+typedef struct braid_json_matcher braid_json_matcher;
+/* A matcher at the start of a document; the constraint must outlive it. */
+BRAID_NODISCARD braid_status braid_json_matcher_new(const braid_json_constraint *c, braid_json_matcher **out);
+/* Releases a matcher (NULL allowed). */
+void braid_json_matcher_free(braid_json_matcher *m);
+/* Back to the start of a document. */
+void braid_json_matcher_reset(braid_json_matcher *m);
+/* Appends len bytes: BRAID_OK if the document so far is still the beginning of one the constraint accepts,
+ * else BRAID_E_INVALID and the matcher is unchanged. */
+BRAID_NODISCARD braid_status braid_json_matcher_feed(braid_json_matcher *m, const char *bytes, size_t len);
+/* 1 if the bytes so far are a complete document the constraint accepts (it could end here). */
+int braid_json_matcher_complete(const braid_json_matcher *m);
+/* 1 if the document is complete and nothing but whitespace could follow (generation can stop). */
+int braid_json_matcher_done(const braid_json_matcher *m);
+/* 1 if token t of the model's vocabulary may come next: its piece bytes keep the document valid (a token may
+ * end inside a UTF-8 character); an end-of-generation token only when the document is complete; a token with
+ * no bytes never. */
+int braid_json_matcher_allows(braid_json_matcher *m, const braid_model *model, braid_token t);
+/* braid_json_matcher_allows for every token: allowed[0..n_vocab) gets 1 or 0. */
+BRAID_NODISCARD braid_status braid_json_matcher_mask(braid_json_matcher *m, const braid_model *model, uint8_t *allowed);
+/* Samples from n_vocab logits as braid_sampler_sample would if every token the matcher refuses had logit
+ * -inf (the mask comes before top-k, top-p and min-p, as llama.cpp's grammar sampler does). Usually checks
+ * only the best few tokens. Does not feed the token (braid_json_matcher_accept does). BRAID_E_INVALID if no
+ * token of the vocabulary can continue the document. */
+BRAID_NODISCARD braid_status braid_json_matcher_sample(braid_json_matcher *m, braid_sampler *s,
+                                                       const braid_model *model, const float *logits,
+                                                       braid_token *out);
+/* Feeds token t's piece bytes (an end-of-generation token: only checks the document is complete). */
+BRAID_NODISCARD braid_status braid_json_matcher_accept(braid_json_matcher *m, const braid_model *model, braid_token t);
+
 /* ---- generation (one loop for run, chat, the server and speculative decoding) ----------------------------- */
 
 typedef struct braid_gen braid_gen;
@@ -534,6 +585,12 @@ typedef struct braid_gen_params {
      * nextn_predict_layers 1; braid_gen_new gives BRAID_E_UNSUPPORTED with the reason for any other file).
      * Exclusive with draft and lookup_n; verified like them (greedy: the tokens of plain greedy decoding). */
     int32_t mtp;
+    /* Constrained decoding (not owned; must outlive the generator), or NULL. Each run (braid_gen_run, or
+     * braid_gen_begin and its steps) writes one document the constraint accepts: every token is sampled under
+     * it (braid_json_matcher_sample) and the run ends (stop reason "eog") as soon as the document is complete
+     * and only whitespace could follow, or on an end-of-generation token, which is allowed only then. Not
+     * with drafting (BRAID_E_UNSUPPORTED). */
+    const braid_json_constraint *json;
 } braid_gen_params;
 
 /* What the last braid_gen_prompt and braid_gen_run did. */

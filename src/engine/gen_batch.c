@@ -58,6 +58,7 @@ braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n)
         g->phase = BD_GEN_PROMPT;
         g->have_next = 0;
         g->trunc_to = -1;
+        braid_json_matcher_reset(g->jm); /* each reply writes one document */
         if (!g->use_kept) g->logit_row = -1;
         /* the run's output starts now, as braid_gen_run's does */
         g->n_out = 0;
@@ -194,7 +195,7 @@ static braid_status sample_step(braid_gen *g, braid_token *out) {
         if (g->p.abort_cb && g->p.abort_cb(g->p.abort_user)) return finish(g, "cancelled");
         lg = bd_gen_next_logits(g);
         if (!lg) return bd_error(BRAID_E_INVALID, "braid_gen_step: internal: no logits for row %d", g->logit_row);
-        BD_TRY(braid_sampler_sample(g->smp, lg, g->n_vocab, &t));
+        BD_TRY(bd_gen_sample(g, lg, &t));
     }
     if (braid_token_is_eog(m, t)) return finish(g, "eog");
     const char *stop = NULL;
@@ -203,6 +204,7 @@ static braid_status sample_step(braid_gen *g, braid_token *out) {
     g->cur_logits = NULL;
     BD_TRY(s);
     if (stop) return finish(g, stop);
+    if (bd_gen_json_done(g)) return finish(g, "eog"); /* the document is complete: no decode needed */
     if (g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) return finish(g, "length"); /* needs no decode */
     *out = t;
     return BRAID_OK;

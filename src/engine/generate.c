@@ -62,6 +62,7 @@ void braid_gen_free(braid_gen *g) {
     braid_sampler_free(g->smp);
     braid_sampler_free(g->dsmp);
     bd_mtp_free(g->mtp);
+    braid_json_matcher_free(g->jm);
     bd_free(g->tok);
     bd_free(g->dtok);
     bd_free(g->out);
@@ -102,6 +103,8 @@ braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, b
         if ((uint32_t)p.seq >= p.draft->p.n_seq_max)
             return bd_error(BRAID_E_RANGE, "braid_gen_new: sequence %d out of the draft context's range", p.seq);
     }
+    if (p.json && (p.draft || p.lookup_n > 0 || p.mtp))
+        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_new: constrained decoding does not run with drafting");
     if (p.draft && p.lookup_n > 0)
         return bd_error(BRAID_E_INVALID, "braid_gen_new: a draft model and lookup drafting are exclusive");
     if (p.mtp && p.self_extend_n > 1) /* the head's K rows would need the same position edits */
@@ -139,6 +142,7 @@ braid_status braid_gen_new(braid_context *ctx, const braid_gen_params *params, b
     }
     if (s == BRAID_OK) s = braid_sampler_new(&p.sampler, &g->smp);
     if (s == BRAID_OK && p.mtp) s = bd_mtp_new(ctx, p.seq, &g->mtp);
+    if (s == BRAID_OK && p.json) s = braid_json_matcher_new(p.json, &g->jm);
     if (s == BRAID_OK && (p.draft || p.mtp)) {
         braid_sampler_params dp = p.sampler;
         dp.seed = p.sampler.seed ^ 0x9E3779B97F4A7C15ull; /* its own stream of draws */
@@ -469,8 +473,16 @@ int bd_gen_release(braid_gen *g, braid_token t, size_t upto) {
 
 /* Emits token t: appends it to the output and its text to the stream. *stop gets "stop" when a stop string
  * completed (the text is cut before it), "cancelled" when the callback said so, else stays. */
+braid_status bd_gen_sample(braid_gen *g, const float *lg, braid_token *out) {
+    if (g->jm) return braid_json_matcher_sample(g->jm, g->smp, g->ctx->model, lg, out);
+    return braid_sampler_sample(g->smp, lg, g->n_vocab, out);
+}
+
+int bd_gen_json_done(const braid_gen *g) { return g->jm && braid_json_matcher_done(g->jm); }
+
 braid_status bd_gen_emit(braid_gen *g, braid_token t, const char **stop) {
     braid_model *m = (braid_model *)g->ctx->model;
+    if (g->jm) BD_TRY(braid_json_matcher_accept(g->jm, m, t));
     BD_TRY(bd_gen_mirror_push(&g->out, &g->n_out, &g->cap_out, &t, 1));
     braid_sampler_accept(g->smp, t);
     if (!g->emitted_any) {
@@ -603,6 +615,7 @@ braid_status braid_gen_run(braid_gen *g) {
     st->gen_ms = 0;
     st->stop = "length";
     if (!bd_gen_next_logits(g)) return bd_error(BRAID_E_INVALID, "braid_gen_run: no logits (call braid_gen_prompt first)");
+    braid_json_matcher_reset(g->jm); /* each run writes one document */
     const double t0 = bd_gen_now_ms();
     const char *stop = NULL;
     braid_status s = BRAID_OK;
@@ -623,7 +636,7 @@ braid_status braid_gen_run(braid_gen *g) {
                 s = bd_error(BRAID_E_INVALID, "braid_gen_run: no logits for row %d", g->logit_row);
                 break;
             }
-            s = braid_sampler_sample(g->smp, lg, g->n_vocab, &next);
+            s = bd_gen_sample(g, lg, &next);
             if (s != BRAID_OK) break;
             g->cur_logits = lg;
         }
@@ -635,6 +648,10 @@ braid_status braid_gen_run(braid_gen *g) {
         s = bd_gen_emit(g, next, &stop);
         g->cur_logits = NULL;
         if (s != BRAID_OK || stop) break;
+        if (bd_gen_json_done(g)) {
+            stop = "eog"; /* the document is complete: the last token needs no decode */
+            break;
+        }
         if (g->p.n_predict >= 0 && g->n_out >= g->p.n_predict) {
             stop = "length"; /* the last token needs no decode */
             break;

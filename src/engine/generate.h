@@ -63,6 +63,7 @@ struct braid_gen {
     int32_t n_pp, pp_n, pp_i, pp_lcp;
     braid_pos *pp_pos; /* [cap_pp_pos][4] */
     int32_t cap_pp_pos;
+    braid_json_matcher *jm; /* p.json: the document of the current run so far; else NULL */
 };
 
 enum { BD_GEN_IDLE = 0, BD_GEN_PROMPT, BD_GEN_GEN, BD_GEN_DONE, BD_GEN_PARTS /* braid_gen_prefill's */ };
@@ -95,6 +96,10 @@ const float *bd_gen_next_logits(const braid_gen *g);
 /* With a prompt cache: stores what the sequence holds now (logits: of its last input, or NULL). A failure
  * only costs reuse later, so it is reported (log) and not returned. */
 void bd_gen_cache_store(braid_gen *g, const float *logits);
+/* Samples the next token from logits lg: under the JSON constraint when there is one. */
+BRAID_NODISCARD braid_status bd_gen_sample(braid_gen *g, const float *lg, braid_token *out);
+/* 1 if the run's JSON document is complete and nothing but whitespace could follow: the run ends ("eog"). */
+int bd_gen_json_done(const braid_gen *g);
 /* Emits token t (output, text, stop strings, the callback); *stop gets "stop" or "cancelled" when it ends. */
 BRAID_NODISCARD braid_status bd_gen_emit(braid_gen *g, braid_token t, const char **stop);
 /* Hands the text [released, upto) to the callback; nonzero: the callback asked to stop. */

@@ -35,6 +35,10 @@
 #include "braid.h"
 #include "engine/sampling.h"
 
+/* Constrained sampling walks at most this many of the best tokens for allowed ones before it checks the whole
+ * vocabulary instead. */
+#define WALK_BUDGET 4096
+
 /* Penalty windows longer than this are refused (a sort of the window happens on every call). */
 #define SAMPLER_MAX_LAST_N (1 << 20)
 
@@ -55,6 +59,10 @@ struct braid_sampler {
     int32_t cap_vocab; /* capacity of the two buffers below */
     float *work;       /* [cap_vocab] logits after the penalties */
     cand *cands;       /* [cap_vocab] candidate list */
+    /* constrained sampling (bd_sampler_sample_allowed), allocated on its first call */
+    cand *sel;          /* [WALK_BUDGET] the best tokens in order, walked for allowed ones */
+    uint8_t *allowed;   /* [cap_allowed] a full mask */
+    int32_t cap_allowed;
 };
 
 /* ---- xoshiro256** seeded with splitmix64 ----------------------------------------------------------------- */
@@ -153,6 +161,8 @@ void braid_sampler_free(braid_sampler *s) {
     bd_free(s->hist_sort);
     bd_free(s->work);
     bd_free(s->cands);
+    bd_free(s->sel);
+    bd_free(s->allowed);
     bd_free(s);
 }
 
@@ -349,12 +359,11 @@ static void top_p_cut(cand *c, int32_t *n, float max_l, double target) {
 
 /* Every stage but the draw: leaves the kept tokens in s->cands[0..*n) with their (penalized) logits, and the
  * best token's logit in *max_l. When the choice is greedy, *n is 0 and *greedy is the answer. */
-static braid_status sampler_filter(braid_sampler *s, const float *logits, int32_t n_vocab, int32_t *n_out,
-                                   float *max_out, braid_token *greedy) {
+/* The copy of the logits the stages work on: s->work[0..n_vocab) after the penalties. */
+static braid_status sampler_prepare(braid_sampler *s, const float *logits, int32_t n_vocab) {
     if (!s || !logits) return bd_error(BRAID_E_INVALID, "sampler: NULL sampler or logits");
     if (n_vocab <= 0) return bd_error(BRAID_E_INVALID, "sampler: n_vocab must be > 0 (got %d)", (int)n_vocab);
     BD_TRY(sampler_reserve(s, n_vocab));
-    const braid_sampler_params *p = &s->p;
 
     /* Copy and check in one pass: -inf is a legitimate mask; NaN and +inf mean the forward pass went wrong
      * (!(x < inf) catches both, and the loop stays branch-free so it vectorizes). */
@@ -371,6 +380,14 @@ static braid_status sampler_filter(braid_sampler *s, const float *logits, int32_
                 return bd_error(BRAID_E_INVALID, "sampler: logit %d is %g", (int)i, (double)logits[i]);
     }
     apply_penalties(s, work, n_vocab);
+    return BRAID_OK;
+}
+
+/* The stages after the penalties over s->work (see sampler_filter). */
+static braid_status sampler_stages(braid_sampler *s, int32_t n_vocab, int32_t *n_out, float *max_out,
+                                   braid_token *greedy) {
+    const braid_sampler_params *p = &s->p;
+    float *work = s->work; /* [n_vocab] */
 
     /* The best token after the penalties (lowest id among equals): the answer when greedy, and the reference
      * for min-p and for the exponentials otherwise. */
@@ -433,6 +450,12 @@ static braid_status sampler_filter(braid_sampler *s, const float *logits, int32_
 
     *n_out = n;
     return BRAID_OK;
+}
+
+static braid_status sampler_filter(braid_sampler *s, const float *logits, int32_t n_vocab, int32_t *n_out,
+                                   float *max_out, braid_token *greedy) {
+    BD_TRY(sampler_prepare(s, logits, n_vocab));
+    return sampler_stages(s, n_vocab, n_out, max_out, greedy);
 }
 
 braid_status bd_sampler_kept(braid_sampler *s, const float *logits, int32_t n_vocab, braid_token *ids, int32_t cap,
@@ -526,3 +549,137 @@ braid_token bd_pick_weighted(const float *w, int32_t n, double u) {
 }
 
 int bd_sampler_is_greedy(const braid_sampler *s) { return s->p.temperature <= 0.0f || s->p.top_k == 1; }
+
+/* ---- constrained sampling -------------------------------------------------------------------------------------
+ *
+ * The distribution is the one the sampler would draw from if every token the constraint refuses had logit
+ * -inf before the stages run: penalties -> mask -> top-k -> top-p -> min-p -> temperature -> draw (the mask
+ * comes before the truncations, as llama.cpp's grammar sampler does, so top-k means the k best *allowed*
+ * tokens and top-p's masses are normalized over allowed tokens). Penalties act on each token alone, so they
+ * commute with the mask. Building the whole mask costs a check of every token; exactness needs far less:
+ *   greedy       the best allowed token: walk the tokens best first until one is allowed (usually the first);
+ *   top-k = k    the k best allowed tokens are all the later stages look at: walk best first until k allowed
+ *                ones are found (k checks when the model's favourites are allowed), then run min-p, top-p and
+ *                temperature on them exactly as the unconstrained sampler runs them on its top k;
+ *   no top-k, no top-p, no min-p (temperature only): draw from the unmasked distribution and keep the token
+ *                if it is allowed, else draw from the fully masked one. P(t) = p(t) + (1 - p(A)) p(t)/p(A) =
+ *                p(t)/p(A) for allowed t: exactly the masked distribution (one check in the common case);
+ *   otherwise (top-p or min-p without top-k: their cuts depend on the mass of every allowed token), and when a
+ *                walk passes WALK_BUDGET tokens: the full mask.
+ * The walk lists the best tokens with the same total order as the stages (higher logit, then lower id). */
+braid_status bd_sampler_sample_allowed(braid_sampler *s, const float *logits, int32_t n_vocab, bd_allow_fn allow,
+                                       bd_mask_fn mask, void *user, braid_token *out) {
+    if (!out || !allow || !mask) return bd_error(BRAID_E_INVALID, "sampler: NULL argument");
+    BD_TRY(sampler_prepare(s, logits, n_vocab));
+    const braid_sampler_params *p = &s->p;
+    const int greedy = p->temperature <= 0.0f || p->top_k == 1;
+    float *work = s->work;
+    if (greedy || (p->top_k > 0 && p->top_k < n_vocab)) {
+        if (!s->sel) {
+            s->sel = bd_mallocn(WALK_BUDGET, sizeof *s->sel);
+            if (!s->sel) return bd_error(BRAID_E_NOMEM, "sampler: out of memory");
+        }
+        const int32_t k = greedy ? 1 : p->top_k;
+        int32_t found = 0, checked = 0, exhausted = 0;
+        for (int32_t want = 64;; want *= 8) {
+            if (want > WALK_BUDGET) want = WALK_BUDGET;
+            if (want > n_vocab) want = n_vocab;
+            int32_t m = select_top_from(work, n_vocab, want, s->sel);
+            for (; checked < m && found < k; checked++)
+                if (allow(user, s->sel[checked].id)) s->cands[found++] = s->sel[checked];
+            exhausted = m < want || m == n_vocab; /* every finite token was listed */
+            if (found == k || exhausted || want == WALK_BUDGET) break;
+        }
+        if (found == k || exhausted) {
+            if (found == 0) return bd_error(BRAID_E_INVALID, "sampler: the constraint allows no token of the vocabulary");
+            if (greedy) {
+                *out = s->cands[0].id;
+                return BRAID_OK;
+            }
+            /* min-p and top-p on the sorted allowed top-k, as sampler_stages does on the unmasked top-k */
+            cand *c = s->cands;
+            int32_t n = found;
+            float max_l = c[0].logit;
+            if (p->min_p > 0.0f) {
+                float thresh = max_l + logf(p->min_p);
+                while (n > 1 && c[n - 1].logit < thresh) n--;
+            }
+            if (p->top_p < 1.0f) {
+                double z = 0.0, cum = 0.0;
+                for (int32_t i = 0; i < found; i++) z += expf(c[i].logit - max_l);
+                double target = (double)p->top_p * z;
+                for (int32_t i = 0; i < n; i++) {
+                    cum += expf(c[i].logit - max_l);
+                    if (cum >= target) {
+                        n = i + 1;
+                        break;
+                    }
+                }
+            }
+            double total = temper(s, n, max_l);
+            double u = rng_uniform(s->rng) * total, acc = 0.0;
+            for (int32_t i = 0; i < n; i++) {
+                acc += c[i].logit;
+                if (u < acc) {
+                    *out = c[i].id;
+                    return BRAID_OK;
+                }
+            }
+            *out = c[n - 1].id;
+            return BRAID_OK;
+        }
+    } else if (p->top_p >= 1.0f && p->min_p <= 0.0f) {
+        int32_t n;
+        float max_l;
+        braid_token best;
+        BD_TRY(sampler_stages(s, n_vocab, &n, &max_l, &best));
+        double total = temper(s, n, max_l);
+        double u = rng_uniform(s->rng) * total, acc = 0.0;
+        braid_token t = s->cands[n - 1].id;
+        for (int32_t i = 0; i < n; i++) {
+            acc += s->cands[i].logit;
+            if (u < acc) {
+                t = s->cands[i].id;
+                break;
+            }
+        }
+        if (allow(user, t)) {
+            *out = t;
+            return BRAID_OK;
+        }
+    }
+    /* the full mask */
+    if (s->cap_allowed < n_vocab) {
+        uint8_t *a = bd_malloc((size_t)n_vocab);
+        if (!a) return bd_error(BRAID_E_NOMEM, "sampler: out of memory");
+        bd_free(s->allowed);
+        s->allowed = a;
+        s->cap_allowed = n_vocab;
+    }
+    BD_TRY(mask(user, s->allowed, n_vocab));
+    int any = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (!s->allowed[i]) work[i] = -INFINITY;
+        else any |= work[i] != -INFINITY;
+    }
+    if (!any) return bd_error(BRAID_E_INVALID, "sampler: the constraint allows no token of the vocabulary");
+    int32_t n;
+    float max_l;
+    braid_token best;
+    BD_TRY(sampler_stages(s, n_vocab, &n, &max_l, &best));
+    if (n == 0) {
+        *out = best;
+        return BRAID_OK;
+    }
+    double total = temper(s, n, max_l);
+    double u = rng_uniform(s->rng) * total, acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += s->cands[i].logit;
+        if (u < acc) {
+            *out = s->cands[i].id;
+            return BRAID_OK;
+        }
+    }
+    *out = s->cands[n - 1].id;
+    return BRAID_OK;
+}

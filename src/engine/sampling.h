@@ -23,4 +23,14 @@ braid_token bd_pick_weighted(const float *w, int32_t n, double u);
 /* 1 if the sampler is greedy (temperature <= 0 or top_k == 1). */
 int bd_sampler_is_greedy(const braid_sampler *s);
 
+/* Constrained sampling: allow(user, t) says whether token t may come next; mask(user, allowed, n_vocab) fills
+ * allowed[0..n_vocab) with the same answers for every token at once (it may be much faster than n_vocab calls
+ * of allow). Draws from the distribution braid_sampler_sample would draw from if the refused tokens' logits
+ * were -inf (see sampling.c for how it stays exact with few checks). BRAID_E_INVALID if no token is allowed. */
+typedef int (*bd_allow_fn)(void *user, braid_token t);
+typedef braid_status (*bd_mask_fn)(void *user, uint8_t *allowed, int32_t n_vocab);
+BRAID_NODISCARD braid_status bd_sampler_sample_allowed(braid_sampler *s, const float *logits, int32_t n_vocab,
+                                                       bd_allow_fn allow, bd_mask_fn mask, void *user,
+                                                       braid_token *out);
+
 #endif
