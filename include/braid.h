@@ -509,7 +509,7 @@ BRAID_NODISCARD braid_status braid_json_constraint_new(const char *schema, size_
 void braid_json_constraint_free(braid_json_constraint *c);
 
 /* The state of one document being written under a constraint (bytes so far). Whitespace between tokens of
- * the document comes in runs of at most 20 bytes, numbers have at most 16 integer and 16 fraction digits, and
+ * the document is one space, or a newline and at most 20 spaces or tabs (as llama.cpp's JSON grammar), numbers have at most 16 integer and 16 fraction digits, and
  * nesting is at most 31 values deep, so a model cannot loop without end inside the document. */
 typedef struct braid_json_matcher braid_json_matcher;
 /* A matcher at the start of a document; the constraint must outlive it. */

@@ -69,8 +69,8 @@ struct braid_json_constraint {
  * always matches, some rare documents of wide anyOf nests cannot be). */
 #define JM_MAX_DEPTH 32
 #define JM_MAX_THREADS 16
-/* Whitespace: at most this many bytes in one run between two tokens of the document (enough for pretty
- * printing a few levels deep, too few to loop in). */
+/* Whitespace between two tokens of the document: one space, or a newline and at most this many spaces or tabs
+ * (enough for pretty printing several levels deep, too few to loop in). */
 #define JM_MAX_WS 20
 /* Numbers: at most this many integer and fraction digits, and exponent digits (a model cannot loop in a
  * number either). */

@@ -14,8 +14,8 @@
  * the byte pops and hands the byte to its parent. JSON values are otherwise prefix-free, so this is never a
  * choice between two readings.
  *
- * Whitespace is allowed between tokens (after { [ , : and before } ] , :, and around the root) in runs of at
- * most JM_MAX_WS bytes; strings are well-formed UTF-8 (no overlongs, no surrogates, no control characters;
+ * Whitespace is allowed between tokens (after { [ , : and before } ] , :, and around the root): one space, or a
+ * newline and at most JM_MAX_WS spaces or tabs; strings are well-formed UTF-8 (no overlongs, no surrogates, no control characters;
  * \u escapes of surrogates are refused, so a length counts characters as Python does). */
 #include <string.h>
 
@@ -41,9 +41,19 @@ static int is_ws(uint8_t ch) { return ch == ' ' || ch == '\n' || ch == '\t' || c
 static int is_digit(uint8_t ch) { return ch >= '0' && ch <= '9'; }
 static int is_hex(uint8_t ch) { return is_digit(ch) || ((ch | 32) >= 'a' && (ch | 32) <= 'f'); }
 
-/* A whitespace byte in a phase that allows it: counted against the run's limit. */
-static int take_ws(jframe *f) {
-    if (f->ws >= JM_MAX_WS) return R_REJECT;
+/* A whitespace byte in a phase that allows it. A run is one space, or a newline and at most JM_MAX_WS spaces
+ * or tabs of indentation (llama.cpp's JSON grammar bounds it the same way): enough for compact and pretty
+ * printed JSON, too little to loop in. f->ws: 0 nothing yet, 1 + the indentation after a newline, WS_CLOSED
+ * after a space. */
+#define WS_CLOSED 255
+static int take_ws(jframe *f, uint8_t ch) {
+    if (f->ws == 0) {
+        if (ch == ' ') f->ws = WS_CLOSED;
+        else if (ch == '\n') f->ws = 1;
+        else return R_REJECT;
+        return R_OK;
+    }
+    if (f->ws == WS_CLOSED || f->ws > JM_MAX_WS || (ch != ' ' && ch != '\t')) return R_REJECT;
     f->ws++;
     return R_OK;
 }
@@ -268,7 +278,7 @@ static int step_object(const jnode *nd, jframe *f, uint8_t ch, int32_t *child) {
         return R_OK;
     case O_FIRST:
     case O_NEXT:
-        if (is_ws(ch)) return take_ws(f);
+        if (is_ws(ch)) return take_ws(f, ch);
         if (ch == '}' && f->phase == O_FIRST) return obj_can_close(nd, f) ? R_DONE : R_REJECT;
         if (ch != '"' || !obj_more_keys(nd, f)) return R_REJECT;
         f->phase = O_KEY;
@@ -282,19 +292,19 @@ static int step_object(const jnode *nd, jframe *f, uint8_t ch, int32_t *child) {
     case O_KEY:
         return step_key(nd, f, ch);
     case O_COLON:
-        if (is_ws(ch)) return take_ws(f);
+        if (is_ws(ch)) return take_ws(f, ch);
         if (ch != ':') return R_REJECT;
         f->phase = O_VAL;
         f->ws = 0;
         return R_OK;
     case O_VAL:
-        if (is_ws(ch)) return take_ws(f);
+        if (is_ws(ch)) return take_ws(f, ch);
         *child = f->key >= 0 ? nd->props[f->key].node : nd->additional;
         f->phase = O_AFTER;
         f->ws = 0;
         return R_CHILD;
     case O_AFTER:
-        if (is_ws(ch)) return take_ws(f);
+        if (is_ws(ch)) return take_ws(f, ch);
         if (ch == ',' && obj_more_keys(nd, f)) {
             f->phase = O_NEXT;
             f->ws = 0;
@@ -321,7 +331,7 @@ static int step_array(const jnode *nd, jframe *f, uint8_t ch, int32_t *child) {
         return R_OK;
     case A_FIRST:
     case A_NEXT:
-        if (is_ws(ch)) return take_ws(f);
+        if (is_ws(ch)) return take_ws(f, ch);
         if (ch == ']' && f->phase == A_FIRST) return nd->min_items == 0 ? R_DONE : R_REJECT;
         *child = item_node(nd, f->i);
         if (*child < 0) return R_REJECT;
@@ -330,7 +340,7 @@ static int step_array(const jnode *nd, jframe *f, uint8_t ch, int32_t *child) {
         f->ws = 0;
         return R_CHILD;
     case A_AFTER:
-        if (is_ws(ch)) return take_ws(f);
+        if (is_ws(ch)) return take_ws(f, ch);
         if (ch == ',' && item_node(nd, f->i) >= 0) {
             f->phase = A_NEXT;
             f->ws = 0;
@@ -360,7 +370,7 @@ static void thread_copy(jthread *dst, const jthread *src) {
 static int step_frame(const braid_json_constraint *c, jthread *t, uint8_t ch, int32_t *child) {
     jframe *f = &t->f[t->depth - 1];
     if (t->depth == 1) { /* the root: whitespace, the value, whitespace */
-        if (is_ws(ch)) return take_ws(f);
+        if (is_ws(ch)) return take_ws(f, ch);
         if (f->phase != 0) return R_REJECT;
         f->phase = 1;
         f->ws = 0;

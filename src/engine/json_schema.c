@@ -645,6 +645,19 @@ braid_status braid_json_constraint_new(const char *schema, size_t len, braid_jso
         if (s == BRAID_OK && c->root == JN_NEVER)
             s = bd_error(BRAID_E_INVALID, "json schema: no document can match the schema");
     }
+    if (s == BRAID_OK) { /* a schema that only refers to itself (a $ref cycle with no value) matches nothing */
+        braid_json_matcher *m = NULL;
+        s = braid_json_matcher_new(c, &m);
+        int any = 0;
+        for (int b = 0; s == BRAID_OK && b < 256 && !any; b++) {
+            char ch = (char)b;
+            jlist *l;
+            if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r') continue; /* leading whitespace proves nothing */
+            any = bd_jm_try(m, (const uint8_t *)&ch, 1, &l);
+        }
+        braid_json_matcher_free(m);
+        if (s == BRAID_OK && !any) s = bd_error(BRAID_E_INVALID, "json schema: no document can match the schema");
+    }
     bd_free(j.refs);
     if (s != BRAID_OK) {
         braid_json_constraint_free(c);

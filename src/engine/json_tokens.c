@@ -58,10 +58,17 @@ braid_status braid_json_matcher_mask(braid_json_matcher *m, const braid_model *m
 typedef struct {
     braid_json_matcher *m;
     const braid_model *model;
+    int32_t calls;
 } tok_user;
 
 static int allow_cb(void *user, braid_token t) {
     tok_user *u = user;
+    /* The sampler's walk usually stops after a few checks; once it goes past 64 in one state, the state is a
+     * narrow one (after a value, say) and the first-byte table (256 trial feeds) pays for itself. */
+    if (++u->calls > 64) {
+        first_bytes(u->m);
+        return allows(u->m, u->model, t, 1);
+    }
     return allows(u->m, u->model, t, 0);
 }
 
@@ -75,7 +82,7 @@ braid_status braid_json_matcher_sample(braid_json_matcher *m, braid_sampler *s, 
                                        const float *logits, braid_token *out) {
     if (!m || !s || !model || !logits || !out) return bd_error(BRAID_E_INVALID, "braid_json_matcher_sample: NULL argument");
     if (!model->vocab) return bd_error(BRAID_E_INVALID, "braid_json_matcher_sample: the model has no vocabulary");
-    tok_user u = {m, model};
+    tok_user u = {m, model, 0};
     braid_status st = bd_sampler_sample_allowed(s, logits, model->n_vocab, allow_cb, mask_cb, &u, out);
     if (st == BRAID_E_INVALID && !bd_jm_list_complete(m->c, &m->cur))
         return bd_error(BRAID_E_INVALID, "json constraint: no token of the vocabulary continues the document (%s)",
