@@ -402,14 +402,21 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
                                "'speculative.n' is %d; this server verifies at most %d drafts per step (--draft-n)",
                                v, s->cfg.draft_n_max);
     }
+    /* response_format: compiled before anything is queued, so a schema the constraint cannot honour (an
+     * unsupported keyword, a bad $ref) is a 400 that names the problem, never a reply that ignores it */
+    braid_json_constraint *json = NULL;
     if (req.format != SRV_FORMAT_TEXT) {
-        srv_request_free(&req);
-        return srv_reply_error(cn, 400, NULL, "response_format", NULL,
-                               "response_format json_object / json_schema needs constrained decoding, which this "
-                               "server does not have yet");
+        const char *sch = req.format == SRV_FORMAT_JSON_SCHEMA ? req.schema_json : NULL;
+        braid_status js = braid_json_constraint_new(sch, sch ? strlen(sch) : 0, &json);
+        if (js != BRAID_OK) {
+            srv_request_free(&req);
+            return srv_reply_error(cn, js == BRAID_E_NOMEM ? 500 : 400, NULL, "response_format", NULL, "%s",
+                                   braid_last_error());
+        }
     }
     if (req.n_images && !s->cfg.mmproj) {
         srv_request_free(&req);
+        braid_json_constraint_free(json);
         return srv_reply_error(cn, 400, NULL, "messages", NULL,
                                "this server has no vision projector: images need `braid serve --mmproj FILE`");
     }
@@ -426,6 +433,7 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
             enum MHD_Result r = srv_reply_error(cn, 400, NULL, "messages", NULL, "%s", err ? err : "out of memory");
             free(err);
             srv_request_free(&req);
+            braid_json_constraint_free(json);
             return r;
         }
         if (req.n_images) {
@@ -436,6 +444,7 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
             if (!ok) {
                 img_build_free(&ib);
                 srv_request_free(&req);
+                braid_json_constraint_free(json);
                 return srv_reply_error(cn, status, NULL, "messages", NULL, "%s", why);
             }
             if (s->cfg.verbose)
@@ -456,6 +465,7 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
             if (toks[i] >= s->n_vocab) {
                 free(toks);
                 srv_request_free(&req);
+                braid_json_constraint_free(json);
                 return srv_reply_error(cn, 400, NULL, "prompt", NULL, "prompt[%d] = %d is not a token id (vocabulary %d)",
                                        i, toks[i], s->n_vocab);
             }
@@ -464,12 +474,14 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
         free(toks);
         img_build_free(&ib);
         srv_request_free(&req);
+        braid_json_constraint_free(json);
         return srv_reply_error(cn, 400, NULL, "prompt", NULL, "the prompt has no tokens");
     }
     if (n >= s->cfg.ctx_per_slot) {
         free(toks);
         img_build_free(&ib);
         srv_request_free(&req);
+        braid_json_constraint_free(json);
         char *j = srv_error_json(400, "exceed_context_size_error", "messages", "context_length_exceeded",
                                  "the request has %d prompt tokens, the context holds %d (and one more for the reply)",
                                  n, s->cfg.ctx_per_slot);
@@ -503,8 +515,10 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
             free(toks);
             srv_request_free(&req);
         }
+        braid_json_constraint_free(json);
         return srv_reply_error(cn, 500, NULL, NULL, NULL, "out of memory");
     }
+    t->json = json;
     if (!srv_submit(s, t)) {
         pthread_mutex_lock(&s->mu);
         int stopping = s->stopping;

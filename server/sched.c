@@ -60,6 +60,7 @@ static void task_free(srv_task *t) {
     free(t->toks);
     free(t->parts);
     for (int i = 0; i < SRV_MAX_IMAGES; i++) braid_free(t->rows[i]);
+    braid_json_constraint_free(t->json);
     srv_request_free(&t->req);
     free(t);
 }
@@ -229,6 +230,13 @@ static int begin_job(srv *s, srv_job *j) {
      * does it speculate (a draft model cannot see the image, and lookup's history holds no image rows) */
     if (t->n_parts) {
         gp.cache = NULL;
+        gp.draft = NULL;
+        gp.lookup_n = 0;
+    }
+    /* constrained decoding: every choice writes one document the constraint accepts (braid_gen_new refuses it
+     * with drafting, so such a request does not speculate) */
+    gp.json = t->json;
+    if (gp.json) {
         gp.draft = NULL;
         gp.lookup_n = 0;
     }

@@ -57,6 +57,7 @@ struct srv_task {
     int64_t created;
     int n_jobs;
     srv_job *jobs;
+    braid_json_constraint *json; /* response_format json_object / json_schema (owned), or NULL */
 };
 
 /* A slot operation (POST /slots/{id}), run by the scheduler thread while the slot is idle (slot_ops.c). */

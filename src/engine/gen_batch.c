@@ -104,6 +104,7 @@ braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts,
                                              "prompt with images needs a generator without a cache");
     g->phase = BD_GEN_IDLE;
     BD_TRY(bd_parts_start(g, parts, n_parts, (int32_t)total));
+    braid_json_matcher_reset(g->jm); /* each reply writes one document */
     g->n_out = 0;
     g->n_text = g->n_released = 0;
     if (g->text) g->text[0] = 0;
