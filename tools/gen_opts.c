@@ -2,6 +2,7 @@
 #include "gen_opts.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -46,6 +47,9 @@ void gen_opts_usage(FILE *f) {
             "  --mtp                 speculative decoding drafting with the model's own MTP (nextn) head\n"
             "  --session FILE        reuse the state saved in FILE for a shared prefix; save it after the\n"
             "                        prompt and after the reply\n"
+            "  --json-schema FILE    constrained decoding: the reply is a JSON document matching the JSON Schema\n"
+            "                        in FILE (braid.h lists the keywords; others are refused by name)\n"
+            "  --json-object         constrained decoding: the reply is a JSON object\n"
             "  --json                JSON output\n");
 }
 
@@ -60,10 +64,12 @@ int gen_opts_parse(const char *cmd, int argc, char **argv, int *i, gen_opts *o) 
         }
         return o->mtp = 1, 1;
     }
+    if (!strcmp(a, "--json-object")) return o->json_object = 1, 1;
     static const char *const with_value[] = {
         "-m", "--model", "-n", "--n-predict", "-t", "--threads", "-c", "--ctx", "-b", "--batch", "--temp", "--top-k",
         "--top-p", "--min-p", "--repeat-penalty", "--repeat-last-n", "--frequency-penalty", "--presence-penalty",
-        "--seed", "--stop", "--keep", "--self-extend", "--draft-model", "--draft-n", "--lookup", "--session"};
+        "--seed", "--stop", "--keep", "--self-extend", "--draft-model", "--draft-n", "--lookup", "--session",
+        "--json-schema"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known |= !strcmp(a, with_value[k]);
     if (!known) return 0;
@@ -93,6 +99,7 @@ int gen_opts_parse(const char *cmd, int argc, char **argv, int *i, gen_opts *o) 
     else if (!strcmp(a, "--draft-n")) ok = tool_parse_i32(cmd, a, v, 1, 64, &o->draft_n), o->draft_n_set = 1;
     else if (!strcmp(a, "--lookup")) ok = tool_parse_i32(cmd, a, v, 1, 64, &o->lookup_n);
     else if (!strcmp(a, "--session")) o->session = v;
+    else if (!strcmp(a, "--json-schema")) o->json_schema = v;
     else if (!strcmp(a, "--stop")) {
         if (o->n_stop == GEN_OPTS_MAX_STOP || !v[0]) {
             fprintf(stderr, "braid %s: --stop: at most %d non-empty stop strings\n", cmd, GEN_OPTS_MAX_STOP);
@@ -110,6 +117,14 @@ int gen_opts_parse(const char *cmd, int argc, char **argv, int *i, gen_opts *o) 
     }
     if (ok && o->mtp && (o->draft_model || o->lookup_n)) {
         fprintf(stderr, "braid %s: --mtp excludes --draft-model and --lookup\n", cmd);
+        ok = 0;
+    }
+    if (ok && (o->json_schema || o->json_object) && (o->draft_model || o->lookup_n || o->mtp)) {
+        fprintf(stderr, "braid %s: --json-schema / --json-object do not run with speculative decoding\n", cmd);
+        ok = 0;
+    }
+    if (ok && o->json_schema && o->json_object) {
+        fprintf(stderr, "braid %s: --json-schema and --json-object are exclusive\n", cmd);
         ok = 0;
     }
     if (ok && o->draft_model && o->lookup_n) {
@@ -134,6 +149,18 @@ int gen_setup_models(const char *cmd, gen_opts *o, gen_setup *su) {
     if (!o->model) {
         if (!tool_default_model_path(su->default_path, sizeof su->default_path)) return 0;
         o->model = su->default_path;
+    }
+    if (o->json_schema || o->json_object) {
+        char *text = NULL;
+        size_t len = 0;
+        if (o->json_schema && !tool_read_file(cmd, o->json_schema, &text, &len)) return 0;
+        braid_status s = braid_json_constraint_new(text, len, &su->json);
+        free(text);
+        if (s != BRAID_OK) {
+            fprintf(stderr, "braid %s: %s: %s: %s\n", cmd, o->json_schema ? o->json_schema : "--json-object",
+                    braid_status_name(s), braid_last_error());
+            return 0;
+        }
     }
     if (!load(cmd, o->model, &su->model)) return 0;
     if (o->draft_model) {
@@ -168,6 +195,7 @@ void gen_setup_free(gen_setup *su) {
     braid_context_free(su->ctx);
     braid_model_free(su->draft_model);
     braid_model_free(su->model);
+    braid_json_constraint_free(su->json);
     memset(su, 0, sizeof *su);
 }
 
@@ -185,6 +213,7 @@ braid_gen_params gen_opts_params(const gen_opts *o, const gen_setup *su) {
     gp.draft_n = gen_opts_draft_n(o);
     gp.lookup_n = o->lookup_n;
     gp.mtp = o->mtp;
+    gp.json = su->json;
     return gp;
 }
 

@@ -28,6 +28,8 @@ typedef struct gen_opts {
     const char *stop[GEN_OPTS_MAX_STOP];
     int32_t n_stop;
     int json;
+    const char *json_schema; /* --json-schema FILE: constrained decoding to that JSON Schema */
+    int json_object;         /* --json-object: constrained decoding to any JSON object */
 } gen_opts;
 
 void gen_opts_init(gen_opts *o);
@@ -39,12 +41,14 @@ void gen_opts_usage(FILE *f);
 typedef struct gen_setup {
     braid_model *model, *draft_model;
     braid_context *ctx, *draft_ctx;
+    braid_json_constraint *json; /* --json-schema / --json-object, or NULL */
     char default_path[4096];
 } gen_setup;
 
 /* Tokens drafted per step: --draft-n, or the default of the drafting chosen. */
 int32_t gen_opts_draft_n(const gen_opts *o);
-/* Loads the model (the built-in default without -m) and the draft model. 0 on failure (reported). */
+/* Loads the model (the built-in default without -m) and the draft model, and compiles the JSON constraint.
+ * 0 on failure (reported). */
 int gen_setup_models(const char *cmd, gen_opts *o, gen_setup *su);
 /* Creates the contexts with n_ctx cells (n_rollback covering the speculative batches). 0 on failure. */
 int gen_setup_contexts(const char *cmd, const gen_opts *o, uint32_t n_ctx, gen_setup *su);
