@@ -196,13 +196,28 @@ static int32_t lit_complete(const jnode *nd, const jframe *f) {
     return f->lo < f->hi && nd->lit_len[f->lo] == (uint32_t)f->pos ? f->lo : -1;
 }
 
+/* The byte of literal i at pos, as a key that sorts like the literals: -1 when it ends there. */
+static int lit_byte(const jnode *nd, int32_t i, int32_t pos) {
+    return nd->lit_len[i] > (uint32_t)pos ? (uint8_t)nd->lit[i][pos] : -1;
+}
+
 static int step_literal(const jnode *nd, jframe *f, uint8_t ch) {
-    int32_t lo = f->hi, hi = f->lo;
-    for (int32_t i = f->lo; i < f->hi; i++)
-        if (nd->lit_len[i] > (uint32_t)f->pos && (uint8_t)nd->lit[i][f->pos] == ch) {
-            if (lo > i) lo = i;
-            hi = i + 1;
-        }
+    /* The literals of [lo, hi) share their first pos bytes and are sorted, so their bytes at pos ascend: the
+     * ones that continue with ch are a sub-range, found by two binary searches (an enum may be long). */
+    int32_t a = f->lo, b = f->hi;
+    while (a < b) {
+        int32_t mid = a + (b - a) / 2;
+        if (lit_byte(nd, mid, f->pos) < (int)ch) a = mid + 1;
+        else b = mid;
+    }
+    int32_t lo = a;
+    b = f->hi;
+    while (a < b) {
+        int32_t mid = a + (b - a) / 2;
+        if (lit_byte(nd, mid, f->pos) <= (int)ch) a = mid + 1;
+        else b = mid;
+    }
+    int32_t hi = a;
     if (lo >= hi) return lit_complete(nd, f) >= 0 ? R_POP : R_REJECT;
     f->lo = lo;
     f->hi = hi;

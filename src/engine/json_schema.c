@@ -296,28 +296,41 @@ static braid_status compile_ref(jcomp *j, tv ref, int depth, int32_t *out) {
 
 /* ---- the kinds ------------------------------------------------------------------------------------------------- */
 
+typedef struct {
+    const char *p;
+    uint32_t n;
+    int32_t idx;
+} bytes_item;
+
+static int item_cmp(const void *a, const void *b) {
+    const bytes_item *x = a, *y = b;
+    int r = bytes_cmp(x->p, x->n, y->p, y->n);
+    return r ? r : (x->idx > y->idx) - (x->idx < y->idx);
+}
+
 static braid_status compile_literals(jcomp *j, const tv *vals, size_t n, unsigned types, int32_t *out) {
     const char **lit = aalloc(j, n * sizeof *lit);
     uint32_t *len = aalloc(j, n * sizeof *len);
-    if (!lit || !len) return nomem();
-    int32_t m = 0;
+    bytes_item *it = aalloc(j, n * sizeof *it);
+    if (!lit || !len || !it) return nomem();
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (!value_has_type(vals[i], types)) continue;
         bd_strbuf b = {0};
         put_value(&b, vals[i]);
-        braid_status s = arena_bytes(j, &b, &lit[m], &len[m]);
+        braid_status s = arena_bytes(j, &b, &it[k].p, &it[k].n);
         bd_strbuf_free(&b);
         BD_TRY(s);
-        /* insertion into sorted order, dropping duplicates */
-        int32_t k = m;
-        while (k > 0 && bytes_cmp(lit[k - 1], len[k - 1], lit[m], len[m]) > 0) k--;
-        if (k > 0 && bytes_cmp(lit[k - 1], len[k - 1], lit[m], len[m]) == 0) continue;
-        const char *p = lit[m];
-        uint32_t l = len[m];
-        memmove(lit + k + 1, lit + k, (size_t)(m - k) * sizeof *lit);
-        memmove(len + k + 1, len + k, (size_t)(m - k) * sizeof *len);
-        lit[k] = p;
-        len[k] = l;
+        it[k].idx = (int32_t)k;
+        k++;
+    }
+    /* sorted by bytes (a prefix before its extensions), duplicates dropped */
+    if (k) qsort(it, k, sizeof *it, item_cmp);
+    int32_t m = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (m > 0 && bytes_cmp(lit[m - 1], len[m - 1], it[i].p, it[i].n) == 0) continue;
+        lit[m] = it[i].p;
+        len[m] = it[i].n;
         m++;
     }
     if (m == 0) return bd_error(BRAID_E_INVALID, "json schema: enum/const leaves no value (none has the schema's type)");
@@ -390,15 +403,11 @@ static braid_status compile_object(jcomp *j, tv s, int depth, int32_t *out) {
         n++;
     }
     int32_t *by_key = aalloc(j, (size_t)n * sizeof *by_key);
-    if (!by_key) return nomem();
-    for (int32_t i = 0; i < n; i++) {
-        int32_t k = i;
-        while (k > 0 && bytes_cmp(pv[by_key[k - 1]].key, pv[by_key[k - 1]].key_len, pv[i].key, pv[i].key_len) > 0) {
-            by_key[k] = by_key[k - 1];
-            k--;
-        }
-        by_key[k] = i;
-    }
+    bytes_item *it = aalloc(j, (size_t)n * sizeof *it);
+    if (!by_key || !it) return nomem();
+    for (int32_t i = 0; i < n; i++) it[i] = (bytes_item){pv[i].key, pv[i].key_len, i};
+    if (n) qsort(it, (size_t)n, sizeof *it, item_cmp);
+    for (int32_t i = 0; i < n; i++) by_key[i] = it[i].idx;
     int32_t idx;
     BD_TRY(new_node(j->c, JK_OBJECT, &idx));
     jnode *nd = &j->c->nodes[idx];
