@@ -105,7 +105,7 @@ typedef struct jlist {
 struct braid_json_matcher {
     const braid_json_constraint *c;
     jlist cur;
-    jlist *a, *b; /* scratch for trial feeds */
+    jlist *a; /* scratch for trial feeds */
     /* token layer (json_tokens.c): the first bytes the current state accepts, cached per state version */
     uint64_t version;
     uint64_t first_version;
@@ -115,7 +115,7 @@ struct braid_json_matcher {
 };
 
 /* Feeds bytes to a copy of m's state in m's scratch; 1 if the document stays a valid prefix. On success the
- * new state is in *out (one of m's scratch lists). */
+ * new state is in *out (m's scratch list, valid until the next trial). */
 int bd_jm_try(braid_json_matcher *m, const uint8_t *p, size_t n, jlist **out);
 /* 1 if the state could end here (the document is complete). */
 int bd_jm_list_complete(const braid_json_constraint *c, const jlist *l);

@@ -466,14 +466,11 @@ static int thread_eq(const jthread *a, const jthread *b) {
     return a->depth == b->depth && !memcmp(a->f, b->f, (size_t)a->depth * sizeof *a->f);
 }
 
-/* dst = src fed ch: dead threads dropped, equal ones merged. */
-static void feed_list(const braid_json_constraint *c, const jlist *src, jlist *dst, uint8_t ch) {
-    dst->n = 0;
-    for (int32_t i = 0; i < src->n && dst->n < JM_MAX_THREADS; i++) {
-        int32_t k = dst->n++;
-        thread_copy(&dst->t[k], &src->t[i]);
-        feed_thread(c, dst, k, ch);
-    }
+/* Feeds ch to every thread of l in place (a fork appends a thread already fed): dead threads dropped, equal
+ * ones merged. In place, so a trial feed of a token copies the state once, not once per byte. */
+static void feed_list(const braid_json_constraint *c, jlist *dst, uint8_t ch) {
+    const int32_t n0 = dst->n;
+    for (int32_t i = 0; i < n0; i++) feed_thread(c, dst, i, ch);
     int32_t n = 0;
     for (int32_t i = 0; i < dst->n; i++) {
         if (dst->t[i].depth == 0) continue;
@@ -492,23 +489,11 @@ static void list_copy(jlist *dst, const jlist *src) {
 }
 
 int bd_jm_try(braid_json_matcher *m, const uint8_t *p, size_t n, jlist **out) {
-    const jlist *src = &m->cur;
-    jlist *a = m->a, *b = m->b;
-    if (n == 0) {
-        list_copy(a, src);
-        *out = a;
-        return a->n > 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        feed_list(m->c, src, a, p[i]);
-        if (a->n == 0) return 0;
-        src = a;
-        jlist *t = a;
-        a = b;
-        b = t;
-    }
-    *out = (jlist *)src;
-    return 1;
+    jlist *a = m->a;
+    list_copy(a, &m->cur);
+    for (size_t i = 0; i < n && a->n > 0; i++) feed_list(m->c, a, p[i]);
+    *out = a;
+    return a->n > 0;
 }
 
 int bd_jm_list_complete(const braid_json_constraint *c, const jlist *l) {
@@ -549,16 +534,14 @@ braid_status braid_json_matcher_new(const braid_json_constraint *c, braid_json_m
     if (!c || !out) return bd_error(BRAID_E_INVALID, "braid_json_matcher_new: NULL argument");
     *out = NULL;
     braid_json_matcher *m = bd_calloc(1, sizeof *m);
-    jlist *a = bd_malloc(sizeof *a), *b = bd_malloc(sizeof *b);
-    if (!m || !a || !b) {
+    jlist *a = bd_malloc(sizeof *a);
+    if (!m || !a) {
         bd_free(m);
         bd_free(a);
-        bd_free(b);
         return bd_error(BRAID_E_NOMEM, "braid_json_matcher_new: out of memory");
     }
     m->c = c;
     m->a = a;
-    m->b = b;
     m->first_version = (uint64_t)-1;
     braid_json_matcher_reset(m);
     *out = m;
@@ -568,7 +551,6 @@ braid_status braid_json_matcher_new(const braid_json_constraint *c, braid_json_m
 void braid_json_matcher_free(braid_json_matcher *m) {
     if (!m) return;
     bd_free(m->a);
-    bd_free(m->b);
     bd_free(m->mask);
     bd_free(m);
 }

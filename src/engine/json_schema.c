@@ -22,6 +22,7 @@
  *   - enum / const values are written compactly (no spaces), keys in the order given, as Python's json.dumps
  *     with separators (",", ":") would; a sibling "type" filters the values. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,7 +175,7 @@ static braid_status get_count(tv s, const char *key, int32_t *out) {
     tv *v = get(s, key);
     if (!v) return BRAID_OK;
     double d = v->k == TV_INT ? (double)v->u.i : v->k == TV_FLOAT ? v->u.d : -1.0;
-    if (v->k == TV_BOOL || d < 0 || d != (double)(int64_t)d)
+    if (v->k == TV_BOOL || !(d >= 0) || d != floor(d))
         return bd_error(BRAID_E_INVALID, "json schema: %s must be a non-negative integer", key);
     *out = d > 1e9 ? 1000000000 : (int32_t)d;
     return BRAID_OK;
@@ -215,7 +216,7 @@ static int value_has_type(tv v, unsigned types) {
     case TV_NONE: return (types >> 17) & 1;
     case TV_BOOL: return (types >> 16) & 1;
     case TV_INT: return (types & ((1u << JK_INTEGER) | (1u << JK_NUMBER))) != 0;
-    case TV_FLOAT: return (types & (1u << JK_NUMBER)) || ((types & (1u << JK_INTEGER)) && v.u.d == (double)(int64_t)v.u.d);
+    case TV_FLOAT: return (types & (1u << JK_NUMBER)) || ((types & (1u << JK_INTEGER)) && isfinite(v.u.d) && v.u.d == floor(v.u.d));
     case TV_STR: return (types >> JK_STRING) & 1;
     case TV_LIST: return (types >> JK_ARRAY) & 1;
     case TV_DICT: return (types >> JK_OBJECT) & 1;
