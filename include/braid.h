@@ -662,12 +662,12 @@ const float *braid_gen_logits(const braid_gen *g);
  * step returns its status and the generators with rows in it stop with stop reason "error" (no sequence
  * changed); a generator that fails before the decode (sampling, drafting) stops with "error" alone and the
  * step returns that status after decoding the others' rows.
- * Speculative generators (draft or lookup_n) work too: one decodes its token and its drafts as rows of the
+ * Speculative generators (draft, lookup_n or mtp) work too: one decodes its token and its drafts as rows of the
  * step's batch, verifies its own rows after the decode and drops its rejected drafts through the rollback
  * buffer, so its tokens and logits are braid_gen_run's; a draft model drafts in the draft context's sequence
  * of the generator's id (each generator its own). The drafts are capped by the rows and cells the step has
- * left. Not for context shift, Self-Extend or MTP drafting (BRAID_E_UNSUPPORTED: the MTP head reads hidden
- * states only braid_gen_run's decodes capture). */
+ * left. MTP drafting (mtp) works the same way: the head keeps the trunk's hidden states of the generator's rows
+ * of each step. Not for context shift or Self-Extend (BRAID_E_UNSUPPORTED). */
 BRAID_NODISCARD braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n);
 /* braid_gen_begin for a prompt of text and images (braid_gen_prompt_parts' parts, which must stay valid until
  * the prompt is in): keeps the longest common prefix with the sequence (image rows compared by value, never

@@ -390,6 +390,11 @@ static enum MHD_Result completion(srv_conn *cn, srv_req_kind kind) {
         srv_request_free(&req);
         return srv_reply_error(cn, 400, NULL, "n", NULL, "'n' is larger than the server's %d slots", s->cfg.parallel);
     }
+    if (req.spec_mode == SRV_SPEC_MTP && !s->cfg.mtp_ok) {
+        srv_request_free(&req);
+        return srv_reply_error(cn, 400, NULL, "speculative.mode", NULL,
+                               "'speculative.mode' \"mtp\" needs a model with an MTP (nextn) head; this one has none");
+    }
     if (req.spec_mode == SRV_SPEC_DRAFT && !s->cfg.draft_ctx) {
         srv_request_free(&req);
         return srv_reply_error(cn, 400, NULL, "speculative.mode", NULL,

@@ -484,13 +484,13 @@ static int parse_speculative(json_t *root, srv_request *r, srv_req_error *e) {
     if (!json_is_object(o)) return fail(e, "speculative", "'speculative' must be an object");
     json_t *mode = field(o, "mode");
     if (mode) {
-        static const char *names[] = {"default", "off", "lookup", "draft"};
+        static const char *names[] = {"default", "off", "lookup", "draft", "mtp"};
         if (!json_is_string(mode)) return fail(e, "speculative.mode", "'speculative.mode' must be a string");
         int found = -1;
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
             if (!strcmp(json_string_value(mode), names[i])) found = i;
         if (found < 0)
-            return fail(e, "speculative.mode", "'speculative.mode' must be \"default\", \"off\", \"lookup\" or \"draft\"");
+            return fail(e, "speculative.mode", "'speculative.mode' must be \"default\", \"off\", \"lookup\", \"draft\" or \"mtp\"");
         r->spec_mode = (srv_spec_mode)found;
     }
     int64_t v = 0;

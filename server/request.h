@@ -32,7 +32,7 @@ typedef enum { SRV_TOOLS_NONE, SRV_TOOLS_AUTO, SRV_TOOLS_REQUIRED, SRV_TOOLS_FUN
 typedef enum { SRV_FORMAT_TEXT, SRV_FORMAT_JSON_OBJECT, SRV_FORMAT_JSON_SCHEMA } srv_format;
 /* Speculative decoding of one request: the server's default (--draft-model / --lookup), none, n-gram lookup
  * in the request's own text, or the server's draft model. */
-typedef enum { SRV_SPEC_DEFAULT = 0, SRV_SPEC_OFF, SRV_SPEC_LOOKUP, SRV_SPEC_DRAFT } srv_spec_mode;
+typedef enum { SRV_SPEC_DEFAULT = 0, SRV_SPEC_OFF, SRV_SPEC_LOOKUP, SRV_SPEC_DRAFT, SRV_SPEC_MTP } srv_spec_mode;
 #define SRV_MAX_DRAFT_N 64
 
 typedef struct srv_request {

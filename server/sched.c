@@ -193,17 +193,23 @@ static void retire(srv *s, srv_job *j, const char *stop, const char *err) {
 void srv_spec_settings(const srv *s, const srv_request *r, braid_gen_params *gp) {
     srv_spec_mode mode = r->spec_mode;
     if (mode == SRV_SPEC_DEFAULT)
-        mode = s->cfg.draft_ctx ? SRV_SPEC_DRAFT : s->cfg.lookup_n > 0 ? SRV_SPEC_LOOKUP : SRV_SPEC_OFF;
+        mode = s->cfg.draft_ctx ? SRV_SPEC_DRAFT
+               : s->cfg.mtp     ? SRV_SPEC_MTP
+               : s->cfg.lookup_n > 0 ? SRV_SPEC_LOOKUP
+                                     : SRV_SPEC_OFF;
     /* Logprobs need the logits of every token; the token a verification ends on is emitted at the next step
      * without them (as braid_gen_run does), so such requests decode plainly. */
-    if (r->logprobs || (mode == SRV_SPEC_DRAFT && !s->cfg.draft_ctx)) mode = SRV_SPEC_OFF;
+    if (r->logprobs || (mode == SRV_SPEC_DRAFT && !s->cfg.draft_ctx) || (mode == SRV_SPEC_MTP && !s->cfg.mtp_ok))
+        mode = SRV_SPEC_OFF;
     gp->draft = NULL;
     gp->lookup_n = 0;
+    gp->mtp = 0;
     if (mode == SRV_SPEC_OFF) return;
-    int32_t n = r->spec_n ? r->spec_n : s->cfg.draft_n;
+    int32_t n = r->spec_n ? r->spec_n : mode == SRV_SPEC_MTP ? s->cfg.mtp_n : s->cfg.draft_n;
     gp->draft_n = n < s->cfg.draft_n_max ? n : s->cfg.draft_n_max;
     if (gp->draft_n < 1) return;
     if (mode == SRV_SPEC_DRAFT) gp->draft = s->cfg.draft_ctx;
+    else if (mode == SRV_SPEC_MTP) gp->mtp = 1;
     else gp->lookup_n = r->spec_ngram ? r->spec_ngram : s->cfg.lookup_n > 0 ? s->cfg.lookup_n : 3;
 }
 
@@ -232,6 +238,7 @@ static int begin_job(srv *s, srv_job *j) {
         gp.cache = NULL;
         gp.draft = NULL;
         gp.lookup_n = 0;
+        gp.mtp = 0;
     }
     /* constrained decoding: every choice writes one document the constraint accepts (braid_gen_new refuses it
      * with drafting, so such a request does not speculate) */
@@ -239,8 +246,9 @@ static int begin_job(srv *s, srv_job *j) {
     if (gp.json) {
         gp.draft = NULL;
         gp.lookup_n = 0;
+        gp.mtp = 0;
     }
-    j->spec = gp.draft || gp.lookup_n > 0;
+    j->spec = gp.draft || gp.lookup_n > 0 || gp.mtp;
     braid_status st = braid_gen_new(s->ctx, &gp, &j->g);
     if (st == BRAID_OK && t->n_parts) st = braid_gen_begin_parts(j->g, t->parts, t->n_parts);
     else if (st == BRAID_OK) st = braid_gen_begin(j->g, t->toks, t->n_toks);

@@ -48,6 +48,9 @@ typedef struct srv_config {
     int32_t draft_n;            /* tokens drafted per step by default (--draft-n) */
     int32_t draft_n_max;        /* the most a request may ask: the context's n_rollback - 1 */
     int32_t lookup_n;           /* --lookup: the longest n-gram lookup matches; 0: lookup is not the default */
+    int mtp_ok;                 /* the model has an MTP head: requests may ask for mode "mtp" */
+    int mtp;                    /* --mtp: MTP drafting is the default (one draft per step unless --draft-n) */
+    int32_t mtp_n;              /* tokens the MTP head drafts per step by default */
     /* a vision projector checked against the model (not owned), or NULL: chat requests with image_url parts
      * are refused */
     braid_mmproj *mmproj;

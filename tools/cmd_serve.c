@@ -38,8 +38,10 @@ static void serve_usage(FILE *f) {
                "  --draft-model FILE    speculative decoding with this draft model (same vocabulary) by default;\n"
                "                        its context holds one sequence per slot\n"
                "  --lookup N            speculative decoding from earlier N-grams of each request's text by default\n"
-               "  --draft-n N           tokens drafted per step (default 8); requests may ask up to\n"
-               "                        max(N, 7) with \"speculative\": {\"mode\", \"n\", \"ngram\"}\n"
+               "  --mtp                 speculative decoding with the model's own MTP (nextn) head by default\n"
+               "  --draft-n N           tokens drafted per step (default 8; with --mtp 1); requests may ask up to\n"
+               "                        max(N, 7) with \"speculative\": {\"mode\", \"n\", \"ngram\"} (mode \"default\",\n"
+               "                        \"off\", \"lookup\", \"draft\" or \"mtp\")\n"
                "  --mmproj FILE         vision projector (mmproj GGUF): chat messages may hold image_url parts\n"
                "                        (base64 data: URLs), and the chat page offers to attach images\n"
                "  --image-min-tokens N, --image-max-tokens N   rows per image (default: the projector's)\n");
@@ -78,6 +80,7 @@ static int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL;
     int32_t n_batch = 512, n_threads = 0, interval = 256, v = 0, cache_mib = 1024, cache_entries = 0;
     int32_t draft_n = 8, lookup_n = 0;
+    int mtp = 0, draft_n_set = 0;
     const char *draft_path = NULL;
     int ok = 1, io = 0;
     img_opts img;
@@ -155,6 +158,9 @@ static int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--draft-n")) {
             NEED();
             ok = tool_parse_i32("braid serve", a, val, 1, 64, &draft_n);
+            draft_n_set = 1;
+        } else if (!strcmp(a, "--mtp")) {
+            mtp = 1;
         } else if (!strcmp(a, "--lookup")) {
             NEED();
             ok = tool_parse_i32("braid serve", a, val, 1, 64, &lookup_n);
@@ -173,11 +179,13 @@ static int cmd_serve(int argc, char **argv) {
 #undef NEED
     }
     if (!ok) return 2;
-    if (draft_path && lookup_n) {
-        fprintf(stderr, "braid serve: --draft-model and --lookup are exclusive defaults (a request may still ask "
-                        "for lookup with \"speculative\")\n");
+    if ((draft_path != NULL) + (lookup_n > 0) + mtp > 1) {
+        fprintf(stderr, "braid serve: --draft-model, --lookup and --mtp are exclusive defaults (a request may still "
+                        "ask for another with \"speculative\")\n");
         return 2;
     }
+    /* the MTP head was trained for the next token only: one draft per step unless --draft-n says otherwise */
+    const int32_t mtp_n = draft_n_set ? draft_n : 1;
     char def[4096];
     if (!model_path) {
         if (!tool_default_model_path(def, sizeof def)) return 1;
@@ -222,9 +230,12 @@ static int cmd_serve(int argc, char **argv) {
      * rows). The default context keeps 8 states per sequence; only a server that speculates by default pays
      * for more. */
     if ((draft_path || lookup_n) && cp.n_rollback < (uint32_t)draft_n + 1) cp.n_rollback = (uint32_t)draft_n + 1;
+    if (mtp && cp.n_rollback < (uint32_t)mtp_n + 1) cp.n_rollback = (uint32_t)mtp_n + 1;
     cfg.draft_n = draft_n;
     cfg.draft_n_max = (int32_t)cp.n_rollback - 1;
     cfg.lookup_n = lookup_n;
+    cfg.mtp = mtp;
+    cfg.mtp_n = mtp_n;
     braid_context *ctx = NULL;
     st = braid_context_new(model, &cp, &ctx);
     if (st != BRAID_OK) {
@@ -232,6 +243,22 @@ static int cmd_serve(int argc, char **argv) {
         braid_mmproj_free(mm);
         braid_model_free(model);
         return 1;
+    }
+    {
+        /* whether requests may draft with the model's MTP head: a generator that asks for it says */
+        braid_gen_params gp = braid_gen_default_params();
+        gp.mtp = 1;
+        gp.draft_n = 1;
+        braid_gen *probe = NULL;
+        cfg.mtp_ok = braid_gen_new(ctx, &gp, &probe) == BRAID_OK;
+        braid_gen_free(probe);
+        if (mtp && !cfg.mtp_ok) {
+            fprintf(stderr, "braid serve: --mtp: %s\n", braid_last_error());
+            braid_context_free(ctx);
+            braid_mmproj_free(mm);
+            braid_model_free(model);
+            return 1;
+        }
     }
     braid_model *draft_model = NULL;
     braid_context *draft_ctx = NULL;
@@ -282,7 +309,8 @@ static int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "braid serve: %s, %d slots x %d tokens, speculative %s (draft_n %d); listening on http://%s:%d\n",
             cfg.model_id, cfg.parallel, cfg.ctx_per_slot,
-            draft_path ? "draft model" : lookup_n ? "lookup" : "off by default", draft_n, cfg.host, srv_port(s));
+            draft_path ? "draft model" : lookup_n ? "lookup" : mtp ? "mtp" : "off by default", mtp ? mtp_n : draft_n,
+            cfg.host, srv_port(s));
     fflush(stderr);
     while (!stop_flag) pause();
     fprintf(stderr, "braid serve: stopping\n");

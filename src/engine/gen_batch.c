@@ -20,8 +20,8 @@
  *
  * Whole or nothing: a decode that fails changes no sequence; the generators that had a row in it stop with
  * stop reason "error" (the step returns the status), the others are untouched. Context shift and Self-Extend
- * are braid_gen_run's; begin refuses them, and MTP drafting (its head reads the hidden states only
- * braid_gen_run's decodes capture).
+ * are braid_gen_run's; begin refuses them. An MTP generator keeps the trunk's hidden states of its rows of each
+ * step's decode (rows with logits keep theirs) for its head, as braid_gen_run's decodes do.
  *
  * braid_gen_begin_parts starts a generator on a prompt with images; braid_gen_prefill decodes it one piece
  * (n_batch inputs) per call, outside the shared batch, and then it joins the steps generating. Since any
@@ -37,8 +37,6 @@
 
 braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n) {
     if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_begin: NULL generator");
-    if (g->p.mtp)
-        return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin: MTP drafting runs with braid_gen_run");
     if (g->p.ctx_shift || g->p.self_extend_n > 1)
         return bd_error(BRAID_E_UNSUPPORTED, "braid_gen_begin: context shift and Self-Extend need braid_gen_run");
     g->phase = BD_GEN_IDLE;
@@ -211,7 +209,7 @@ static braid_status sample_step(braid_gen *g, braid_token *out) {
     return BRAID_OK;
 }
 
-static int spec_on(const braid_gen *g) { return g->p.draft || g->p.lookup_n > 0; }
+static int spec_on(const braid_gen *g) { return g->p.draft || g->p.lookup_n > 0 || g->p.mtp; }
 
 braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
     if (n < 0 || (n > 0 && !gens)) return bd_error(BRAID_E_INVALID, "braid_gen_step: bad generator list");
@@ -316,6 +314,8 @@ braid_status braid_gen_step(braid_gen *const *gens, int32_t n) {
             }
             const int32_t base = g->n_tok;
             braid_status ms = bd_gen_mirror_push(&g->tok, &g->n_tok, &g->cap_tok, tok + row0[i], nrow[i]);
+            /* MTP: the head keeps the trunk's hidden states of these rows (all have logits, so all have one) */
+            if (ms == BRAID_OK && g->mtp) ms = bd_mtp_after_decode(g->mtp, base, nrow[i], row0[i]);
             g->st.n_decodes++;
             g->st.gen_ms = bd_gen_now_ms() - g->t_gen0;
             g->use_kept = 0;

@@ -235,7 +235,7 @@ static braid_status decode_target(braid_gen *g, const braid_token *toks, int32_t
     }
     g->logit_row = n - 1;
     g->use_kept = 0;
-    if (g->mtp) BD_TRY(bd_mtp_after_decode(g->mtp, g->n_tok, n));
+    if (g->mtp) BD_TRY(bd_mtp_after_decode(g->mtp, g->n_tok, n, 0));
     return bd_gen_mirror_push(&g->tok, &g->n_tok, &g->cap_tok, toks, n);
 }
 
@@ -247,6 +247,7 @@ static braid_status truncate_target(braid_gen *g, int32_t n, int32_t *replayed) 
          * that has to replay would overwrite them; the step truncates once every row was read */
         g->trunc_to = n;
         if (g->n_tok > n) g->n_tok = n;
+        if (g->mtp) bd_mtp_truncate(g->mtp, n); /* bookkeeping only: the head decodes nothing here */
         g->logit_row = -1;
         g->use_kept = 0;
         return BRAID_OK;

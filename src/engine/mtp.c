@@ -119,7 +119,7 @@ static braid_status grow(bd_mtp *t, int32_t need) {
     return BRAID_OK;
 }
 
-braid_status bd_mtp_after_decode(bd_mtp *t, int32_t i0, int32_t n) {
+braid_status bd_mtp_after_decode(bd_mtp *t, int32_t i0, int32_t n, int32_t row0) {
     if (i0 > t->n_h || i0 < t->base) { /* a gap (or rows before base): what precedes i0 is unknown */
         t->base = i0;
         t->n_cells = i0;
@@ -128,8 +128,9 @@ braid_status bd_mtp_after_decode(bd_mtp *t, int32_t i0, int32_t n) {
     }
     BD_TRY(grow(t, i0 + n + 1));
     const braid_context *c = t->ctx;
-    if (!c->hidden || c->n_rows < n) return bd_error(BRAID_E_INVALID, "mtp: internal: no hidden states kept");
-    memcpy(t->h + (size_t)i0 * t->E, c->hidden, (size_t)n * (size_t)t->E * sizeof(float));
+    if (!c->hidden || row0 < 0 || c->n_rows < row0 + n || c->cap_hidden < row0 + n)
+        return bd_error(BRAID_E_INVALID, "mtp: internal: no hidden states kept");
+    memcpy(t->h + (size_t)i0 * t->E, c->hidden + (size_t)row0 * t->E, (size_t)n * (size_t)t->E * sizeof(float));
     t->n_h = i0 + n;
     return BRAID_OK;
 }

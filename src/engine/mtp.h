@@ -30,9 +30,9 @@ BRAID_NODISCARD braid_status bd_mtp_new(braid_context *ctx, braid_seq_id seq, bd
 void bd_mtp_free(bd_mtp *t);
 /* Forgets every row: the sequence changed outside the generator's view (context shift, a new prompt). */
 void bd_mtp_reset(bd_mtp *t);
-/* The target just decoded inputs [i0, i0 + n) of the sequence (ctx's last decode, rows 0 .. n-1): keeps their
- * hidden states; rows from i0 on are stale. */
-BRAID_NODISCARD braid_status bd_mtp_after_decode(bd_mtp *t, int32_t i0, int32_t n);
+/* The target just decoded inputs [i0, i0 + n) of the sequence as rows row0 .. row0 + n - 1 of ctx's last decode
+ * (each with logits, so with its hidden state): keeps their hidden states; rows from i0 on are stale. */
+BRAID_NODISCARD braid_status bd_mtp_after_decode(bd_mtp *t, int32_t i0, int32_t n, int32_t row0);
 /* The target's sequence was truncated to n inputs. */
 void bd_mtp_truncate(bd_mtp *t, int32_t n);
 /* The first draft step after the target's n_tok inputs (their tokens and positions come from the memory): the

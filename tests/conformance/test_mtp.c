@@ -96,7 +96,7 @@ static void test_arch(const char *path, const char *arch, double tol) {
     report_h("trunk hidden state (h_nextn), prompt 24", &chid);
     CHECK(ct.rows == N && ct.max_rel < tol, "trunk rel %.3e", ct.max_rel);
     CHECK(chid.rows == N && chid.max_rel < tol, "hidden rel %.3e", chid.max_rel);
-    CHECK_STATUS(bd_mtp_after_decode(t, 0, N), BRAID_OK);
+    CHECK_STATUS(bd_mtp_after_decode(t, 0, N, 0), BRAID_OK);
 
     /* the head over the prompt: llama.cpp in one batch, braid a row at a time */
     CHECK_STATUS(oracle_mtp_decode(o, N, toks, pos, href, all, &mref, &mh, &rows), BRAID_OK);
@@ -121,7 +121,7 @@ static void test_arch(const char *path, const char *arch, double tol) {
     {
         int ready = 0;
         bd_mtp_reset(t);
-        CHECK_STATUS(bd_mtp_after_decode(t, 0, N), BRAID_OK);
+        CHECK_STATUS(bd_mtp_after_decode(t, 0, N, 0), BRAID_OK);
         toks[N] = argmax(ref + (size_t)(N - 1) * V, V); /* the target's greedy next token */
         const float *lg = NULL, *ho = NULL;
         CHECK_STATUS(bd_mtp_first(t, N, toks[N], N, &ready, &lg, &ho), BRAID_OK);

@@ -8,6 +8,7 @@
  *   - a schema the constraint cannot honour is a 400 in OpenAI's error shape whose message names the keyword
  *     (pattern, format) or the problem (a $ref to nothing), with param response_format;
  *   - the server speculates by default (--lookup), which a constrained request turns off rather than fail on;
+ *   - "speculative": {"mode": "mtp"} on this model without an MTP head is a 400 naming speculative.mode;
  *   - the server exits 0 on SIGTERM. */
 #include <jansson.h>
 #include <string.h>
@@ -211,6 +212,20 @@ int main(void) {
     expect_400("{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\",\"format\":\"date\"}}}", "format");
     expect_400("{\"$ref\":\"#/$defs/nowhere\"}", "nowhere");
     expect_400("{\"type\":\"integer\",\"maximum\":5}", "maximum");
+
+    /* this random model has no MTP head: a request asking to draft with one is a 400 that says so */
+    {
+        int st;
+        char *raw = NULL;
+        json_t *j = post("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":5,"
+                         "\"speculative\":{\"mode\":\"mtp\"}}",
+                         &st, &raw);
+        const char *param = json_string_value(at(j, "error.param"));
+        CHECK(st == 400 && param && !strcmp(param, "speculative.mode") && raw && strstr(raw, "MTP"),
+              "mode mtp without an MTP head: %d %s", st, raw ? raw : "");
+        json_decref(j);
+        free(raw);
+    }
 
     CHECK(hs_stop(&srv) == 0, "the server exits 0 on SIGTERM");
     unlink(model);

@@ -2,11 +2,11 @@
  * slots, end to end on loopback, on the built-in trained model (models/kjv-qwen35-q8_0.gguf: Q8_0, so a
  * row's logits do not depend on the batch) with its draft model as --draft-model, --parallel 3 and
  * --cache-ram 64:
- * - four repetitive prompts, each asked greedily with "speculative" off, lookup, draft and the server's
- *   default, one request at a time: every mode answers the same text as off (the same tokens: greedy
+ * - four repetitive prompts, each asked greedily with "speculative" off, lookup, draft, mtp (the model's own
+ *   MTP head, in the same continuous batching) and the server's default, one request at a time: every mode answers the same text as off (the same tokens: greedy
  *   verification keeps exactly what plain greedy picks); speculative answers report timings.draft_n > 0
  *   and 0 <= draft_n_accepted <= draft_n, plain ones report neither; some drafts are accepted;
- * - the same sixteen requests again, all at once from sixteen threads (three slots decode together, the
+ * - the same twenty requests again, all at once from twenty threads (three slots decode together, the
  *   rest queue; prompts now come from the cache, whole or in part): the same texts;
  * - /metrics counts the speculative requests and the drafted and accepted tokens;
  * - bad "speculative" values are refused with 400 and the parameter's name; the server keeps serving and
@@ -20,7 +20,7 @@
 #include "server_harness.h"
 #include "test.h"
 
-enum { NPROMPT = 4, NMODE = 4, NREQ = NPROMPT * NMODE };
+enum { NPROMPT = 4, NMODE = 5, NREQ = NPROMPT * NMODE };
 static hs_server srv;
 
 static const char *const PROMPTS[NPROMPT] = {
@@ -33,6 +33,7 @@ static const char *const MODES[NMODE] = {
     "{\"mode\":\"off\"}",
     "{\"mode\":\"lookup\",\"n\":4,\"ngram\":3}",
     "{\"mode\":\"draft\",\"n\":5}",
+    "{\"mode\":\"mtp\"}", /* the model's own MTP head, one draft per step */
     NULL, /* the server's default: the draft model, --draft-n */
 };
 
@@ -129,13 +130,18 @@ int main(void) {
             CHECK(r->draft_n > 0 && r->draft_acc >= 0 && r->draft_acc <= r->draft_n,
                   "prompt %d, mode %d: timings draft_n %lld, draft_n_accepted %lld", r->k, r->mode,
                   (long long)r->draft_n, (long long)r->draft_acc);
+            if (r->mode == 3)
+                CHECK(r->draft_acc > 0, "prompt %d: the MTP head's drafts accepted (%lld of %lld)", r->k,
+                      (long long)r->draft_acc, (long long)r->draft_n);
             drafted += r->draft_n > 0 ? r->draft_n : 0;
             accepted += r->draft_acc > 0 ? r->draft_acc : 0;
         }
-        if (r->mode == 2)
-            printf("prompt %d: draft model drafted %lld accepted %lld; lookup drafted %lld accepted %lld\n", r->k,
-                   (long long)r->draft_n, (long long)r->draft_acc, (long long)one[i - 1].draft_n,
-                   (long long)one[i - 1].draft_acc);
+        if (r->mode == 3)
+            printf("prompt %d: draft model drafted %lld accepted %lld; lookup drafted %lld accepted %lld; mtp "
+                   "drafted %lld accepted %lld\n",
+                   r->k, (long long)one[i - 1].draft_n, (long long)one[i - 1].draft_acc,
+                   (long long)one[i - 2].draft_n, (long long)one[i - 2].draft_acc, (long long)r->draft_n,
+                   (long long)r->draft_acc);
     }
     CHECK(accepted > 0, "some drafts were accepted (%lld of %lld)", (long long)accepted, (long long)drafted);
 
@@ -160,7 +166,7 @@ int main(void) {
     if (hc_request(srv.port, "GET", "/metrics", "", NULL, &h)) {
         double d = metric(h.body, "braid_spec_draft_tokens_total"), a = metric(h.body, "braid_spec_accepted_tokens_total"),
                n = metric(h.body, "braid_spec_requests_total");
-        CHECK(d >= (double)drafted && a >= (double)accepted && a <= d && n == 2 * 3 * NPROMPT,
+        CHECK(d >= (double)drafted && a >= (double)accepted && a <= d && n == 2 * (NMODE - 1) * NPROMPT,
               "/metrics: drafted %g, accepted %g, speculative requests %g", d, a, n);
         hc_free(&h);
     } else {
@@ -181,7 +187,7 @@ int main(void) {
     expect_400("{\"ngram\":0}", "speculative.ngram");
     result again = {.k = 2, .mode = 1};
     ask(&again);
-    CHECK(again.status == 200 && again.text && one[9].text && !strcmp(again.text, one[9].text),
+    CHECK(again.status == 200 && again.text && one[2 * NMODE + 1].text && !strcmp(again.text, one[2 * NMODE + 1].text),
           "the server keeps serving after the refusals");
     free(again.text);
     CHECK(hs_stop(&srv) == 0, "the server exits 0 on SIGTERM");
