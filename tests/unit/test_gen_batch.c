@@ -14,58 +14,26 @@
 #include <unistd.h>
 
 #include "braid.h"
+#include "gen_record.h"
 #include "genmodel/genmodel.h"
 #include "test.h"
 
 #define NP 4
 #define NPRED 12
 
-typedef struct {
-    braid_gen *g;
-    int32_t n_vocab;
-    float *logits; /* [NPRED][n_vocab] */
-    int n;
-    int cancel_after; /* > 0: abort once this many tokens came */
-} rec;
-
-static int on_piece(void *user, braid_token t, const char *text, size_t len) {
-    (void)text, (void)len;
-    rec *r = user;
-    if (t < 0) return 0;
-    const float *lg = braid_gen_logits(r->g);
-    if (lg && r->n < NPRED) memcpy(r->logits + (size_t)r->n * r->n_vocab, lg, (size_t)r->n_vocab * sizeof *lg);
-    r->n++;
-    return 0;
-}
-
-static int on_abort(void *user) {
-    rec *r = user;
-    return r->cancel_after > 0 && r->n >= r->cancel_after;
-}
-
-static braid_context *make_ctx(braid_model *m, uint32_t n_seq, uint32_t n_batch) {
-    braid_context_params cp = braid_context_default_params();
-    cp.n_ctx = 1024;
-    cp.n_seq_max = n_seq;
-    cp.n_batch = n_batch;
-    cp.n_threads = 1;
-    braid_context *c = NULL;
-    return braid_context_new(m, &cp, &c) == BRAID_OK ? c : NULL;
-}
-
-static braid_gen *make_gen(braid_context *c, braid_seq_id s, rec *r) {
+static braid_gen *make_gen(braid_context *c, braid_seq_id s, gen_rec *r) {
     braid_gen_params gp = braid_gen_default_params();
     gp.seq = s;
     gp.n_predict = NPRED;
     gp.sampler.temperature = 0;
-    gp.on_piece = on_piece;
+    gp.on_piece = gen_rec_on_piece;
     gp.piece_user = r;
-    gp.abort_cb = on_abort;
+    gp.abort_cb = gen_rec_abort;
     gp.abort_user = r;
     braid_gen *g = NULL;
     if (braid_gen_new(c, &gp, &g) != BRAID_OK) return NULL;
     r->g = g;
-    r->n = 0;
+    gen_rec_reset(r);
     return g;
 }
 
@@ -90,14 +58,12 @@ int main(void) {
         for (int i = 0; i < plen[p]; i++) prompts[p][i] = (braid_token)((p * 97 + i * 31 + 7) % V);
 
     /* alone: one context per prompt, braid_gen_prompt + braid_gen_run */
-    rec alone[NP], both[NP];
+    gen_rec alone[NP], both[NP];
     braid_token alone_tok[NP][NPRED];
     int32_t alone_n[NP];
     for (int p = 0; p < NP; p++) {
-        memset(&alone[p], 0, sizeof alone[p]);
-        alone[p].n_vocab = V;
-        alone[p].logits = calloc((size_t)NPRED * V, sizeof(float));
-        braid_context *c = make_ctx(m, 1, 512);
+        gen_rec_init(&alone[p], V, NPRED);
+        braid_context *c = gen_test_ctx(m, 1, 512);
         braid_gen *g = c ? make_gen(c, 0, &alone[p]) : NULL;
         CHECK(g != NULL, "generator %d", p);
         if (!g) continue;
@@ -110,13 +76,11 @@ int main(void) {
     }
 
     /* together: one context, four sequences, n_batch 16 */
-    braid_context *c = make_ctx(m, NP + 1, 16);
+    braid_context *c = gen_test_ctx(m, NP + 1, 16);
     CHECK(c != NULL, "the shared context");
     braid_gen *gs[NP];
     for (int p = 0; c && p < NP; p++) {
-        memset(&both[p], 0, sizeof both[p]);
-        both[p].n_vocab = V;
-        both[p].logits = calloc((size_t)NPRED * V, sizeof(float));
+        gen_rec_init(&both[p], V, NPRED);
         gs[p] = make_gen(c, p, &both[p]);
         CHECK_STATUS(braid_gen_begin(gs[p], prompts[p], plen[p]), BRAID_OK);
     }
@@ -136,8 +100,13 @@ int main(void) {
         CHECK(both[p].n == alone[p].n && both[p].n > 0, "prompt %d: as many pieces (%d vs %d)", p, both[p].n,
               alone[p].n);
         int nl = both[p].n < NPRED ? both[p].n : NPRED;
-        double md = 0; int first_bad = -1;
-        for (size_t q = 0; q < (size_t)nl * V; q++) { double d = fabs((double)both[p].logits[q] - alone[p].logits[q]); if (d > md) md = d; if (d > 0 && first_bad < 0) first_bad = (int)(q / V); }
+        double md = 0;
+        int first_bad = -1;
+        for (size_t q = 0; q < (size_t)nl * V; q++) {
+            double d = fabs((double)both[p].logits[q] - alone[p].logits[q]);
+            if (d > md) md = d;
+            if (d > 0 && first_bad < 0) first_bad = (int)(q / V);
+        }
         CHECK(!memcmp(both[p].logits, alone[p].logits, (size_t)nl * V * sizeof(float)),
               "prompt %d: logits bit for bit (max diff %g, first differing token %d)", p, md, first_bad);
         const braid_gen_stats *st = braid_gen_get_stats(gs[p]);
@@ -179,7 +148,8 @@ int main(void) {
 
     /* refusals */
     if (c) {
-        rec r2 = {.n_vocab = V, .logits = calloc((size_t)NPRED * V, sizeof(float))};
+        gen_rec r2;
+        gen_rec_init(&r2, V, NPRED);
         braid_gen *dup = make_gen(c, 0, &r2);
         braid_seq_clear(c, -1);
         CHECK_STATUS(braid_gen_begin(gs[0], prompts[0], plen[0]), BRAID_OK);
@@ -187,10 +157,10 @@ int main(void) {
         braid_gen *pair[2] = {gs[0], dup};
         CHECK_STATUS(braid_gen_step(pair, 2), BRAID_E_INVALID);
         braid_gen_free(dup);
-        free(r2.logits);
+        gen_rec_free(&r2);
     }
     for (int p = 0; c && p < NP; p++) braid_gen_free(gs[p]);
-    for (int p = 0; p < NP; p++) free(alone[p].logits), free(both[p].logits);
+    for (int p = 0; p < NP; p++) gen_rec_free(&alone[p]), gen_rec_free(&both[p]);
     braid_context_free(c);
     braid_model_free(m);
     unlink(path);

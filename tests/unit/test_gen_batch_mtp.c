@@ -10,49 +10,19 @@
 #include <string.h>
 
 #include "braid.h"
+#include "gen_record.h"
 #include "test.h"
 
 #define NG 3
 #define NPRED 40
 
-typedef struct {
-    braid_gen *g;
-    int32_t n_vocab;
-    float *logits;      /* [NPRED][n_vocab] */
-    uint8_t has[NPRED]; /* 1: token i came with logits */
-    int n;
-} rec;
-
-static int on_piece(void *user, braid_token t, const char *text, size_t len) {
-    (void)text, (void)len;
-    rec *r = user;
-    if (t < 0) return 0;
-    const float *lg = braid_gen_logits(r->g);
-    if (r->n < NPRED) {
-        r->has[r->n] = lg != NULL;
-        if (lg) memcpy(r->logits + (size_t)r->n * r->n_vocab, lg, (size_t)r->n_vocab * sizeof *lg);
-    }
-    r->n++;
-    return 0;
-}
-
-static braid_context *make_ctx(braid_model *m, uint32_t n_seq, uint32_t n_batch) {
-    braid_context_params cp = braid_context_default_params();
-    cp.n_ctx = 1024;
-    cp.n_seq_max = n_seq;
-    cp.n_batch = n_batch;
-    cp.n_threads = 1;
-    braid_context *c = NULL;
-    return braid_context_new(m, &cp, &c) == BRAID_OK ? c : NULL;
-}
-
 /* mtp_n 0: plain greedy */
-static braid_gen *make_gen(braid_context *c, braid_seq_id s, int mtp_n, rec *r) {
+static braid_gen *make_gen(braid_context *c, braid_seq_id s, int mtp_n, gen_rec *r) {
     braid_gen_params gp = braid_gen_default_params();
     gp.seq = s;
     gp.n_predict = NPRED;
     gp.sampler.temperature = 0;
-    gp.on_piece = on_piece;
+    gp.on_piece = gen_rec_on_piece;
     gp.piece_user = r;
     if (mtp_n) gp.mtp = 1, gp.draft_n = mtp_n;
     braid_gen *g = NULL;
@@ -61,25 +31,9 @@ static braid_gen *make_gen(braid_context *c, braid_seq_id s, int mtp_n, rec *r) 
     return g;
 }
 
-static void rec_reset(rec *r) {
-    r->n = 0;
-    memset(r->has, 0, sizeof r->has);
-}
-
 static int tokenize(const braid_model *m, const char *text, int add_special, braid_token *out, int cap) {
     size_t n = 0;
     return braid_tokenize(m, text, strlen(text), add_special, 0, out, (size_t)cap, &n) == BRAID_OK ? (int)n : -1;
-}
-
-/* Compares a's logits with b's where both have them; 1 if every such token agrees bit for bit. */
-static int same_logits(const rec *a, const rec *b, int n) {
-    for (int i = 0; i < n && i < NPRED; i++) {
-        if (!a->has[i] || !b->has[i]) continue;
-        if (memcmp(a->logits + (size_t)i * a->n_vocab, b->logits + (size_t)i * b->n_vocab,
-                   (size_t)a->n_vocab * sizeof(float)))
-            return 0;
-    }
-    return 1;
 }
 
 int main(void) {
@@ -93,14 +47,12 @@ int main(void) {
     static const int mtp_n[NG] = {1, 2, 0};
 
     /* the shared context: generators on sequences 0..2 */
-    braid_context *c = make_ctx(m, NG, 16);
+    braid_context *c = gen_test_ctx(m, NG, 16);
     CHECK(c != NULL, "context: %s", braid_last_error());
-    rec rb[NG], ra[NG], rp[NG];
+    gen_rec rb[NG], ra[NG], rp[NG];
     braid_gen *g[NG] = {0};
     for (int i = 0; i < NG; i++) {
-        rb[i] = (rec){.n_vocab = V, .logits = calloc((size_t)NPRED * V, sizeof(float))};
-        ra[i] = rb[i], ra[i].logits = calloc((size_t)NPRED * V, sizeof(float));
-        rp[i] = rb[i], rp[i].logits = calloc((size_t)NPRED * V, sizeof(float));
+        gen_rec_init(&rb[i], V, NPRED), gen_rec_init(&ra[i], V, NPRED), gen_rec_init(&rp[i], V, NPRED);
         g[i] = c ? make_gen(c, (braid_seq_id)i, mtp_n[i], &rb[i]) : NULL;
         CHECK(g[i] != NULL, "generator %d: %s", i, braid_last_error());
     }
@@ -108,7 +60,7 @@ int main(void) {
     braid_context *ca[NG], *cp[NG];
     braid_gen *ga[NG], *gpl[NG];
     for (int i = 0; i < NG; i++) {
-        ca[i] = make_ctx(m, 1, 512), cp[i] = make_ctx(m, 1, 512);
+        ca[i] = gen_test_ctx(m, 1, 512), cp[i] = gen_test_ctx(m, 1, 512);
         ga[i] = ca[i] ? make_gen(ca[i], 0, mtp_n[i], &ra[i]) : NULL;
         gpl[i] = cp[i] ? make_gen(cp[i], 0, 0, &rp[i]) : NULL;
         CHECK(ga[i] && gpl[i], "generators alone %d: %s", i, braid_last_error());
@@ -123,7 +75,7 @@ int main(void) {
             CHECK(k > 0, "tokenize %d", i);
             if (k <= 0) goto done;
             nh[i] += k;
-            rec_reset(&rb[i]), rec_reset(&ra[i]), rec_reset(&rp[i]);
+            gen_rec_reset(&rb[i]), gen_rec_reset(&ra[i]), gen_rec_reset(&rp[i]);
             CHECK(braid_gen_begin(g[i], hist[i], nh[i]) == BRAID_OK, "begin %d: %s", i, braid_last_error());
         }
         int steps = 0, any = 1;
@@ -148,7 +100,7 @@ int main(void) {
                   np);
             CHECK(na == np && !memcmp(ta, tp, (size_t)na * sizeof *ta), "round %d gen %d: MTP alone = plain greedy",
                   round, i);
-            CHECK(same_logits(&rb[i], &ra[i], nb), "round %d gen %d: logits batched = alone, bit for bit", round, i);
+            CHECK(gen_rec_same_logits(&rb[i], &ra[i], nb, 0), "round %d gen %d: logits batched = alone, bit for bit", round, i);
             const braid_gen_stats *st = braid_gen_get_stats(g[i]);
             if (mtp_n[i]) {
                 CHECK(st->accepted > 0 && st->drafted >= st->accepted,
@@ -166,7 +118,7 @@ done:
     for (int i = 0; i < NG; i++) {
         braid_gen_free(g[i]), braid_gen_free(ga[i]), braid_gen_free(gpl[i]);
         braid_context_free(ca[i]), braid_context_free(cp[i]);
-        free(rb[i].logits), free(ra[i].logits), free(rp[i].logits);
+        gen_rec_free(&rb[i]), gen_rec_free(&ra[i]), gen_rec_free(&rp[i]);
     }
     braid_context_free(c);
     braid_model_free(m);

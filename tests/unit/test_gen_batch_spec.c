@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "braid.h"
+#include "gen_record.h"
 #include "genmodel/genmodel.h"
 #include "test.h"
 
@@ -25,49 +26,18 @@
 static braid_model *dm; /* the draft model */
 
 typedef struct {
-    braid_gen *g;
-    int32_t n_vocab;
-    float *logits;         /* [NPRED][n_vocab] */
-    uint8_t has[NPRED];    /* 1: token i came with logits */
-    int n;
-} rec;
-
-static int on_piece(void *user, braid_token t, const char *text, size_t len) {
-    (void)text, (void)len;
-    rec *r = user;
-    if (t < 0) return 0;
-    const float *lg = braid_gen_logits(r->g);
-    if (r->n < NPRED) {
-        r->has[r->n] = lg != NULL;
-        if (lg) memcpy(r->logits + (size_t)r->n * r->n_vocab, lg, (size_t)r->n_vocab * sizeof *lg);
-    }
-    r->n++;
-    return 0;
-}
-
-static braid_context *make_ctx(braid_model *m, uint32_t n_seq, uint32_t n_batch) {
-    braid_context_params cp = braid_context_default_params();
-    cp.n_ctx = 1024;
-    cp.n_seq_max = n_seq;
-    cp.n_batch = n_batch;
-    cp.n_threads = 1;
-    braid_context *c = NULL;
-    return braid_context_new(m, &cp, &c) == BRAID_OK ? c : NULL;
-}
-
-typedef struct {
     int lookup, draft_n, use_draft;
     float temp;
 } spec_cfg;
 
-static braid_gen *make_gen(braid_context *c, braid_context *draft, braid_seq_id s, const spec_cfg *k, rec *r,
+static braid_gen *make_gen(braid_context *c, braid_context *draft, braid_seq_id s, const spec_cfg *k, gen_rec *r,
                            int spec) {
     braid_gen_params gp = braid_gen_default_params();
     gp.seq = s;
     gp.n_predict = NPRED;
     gp.sampler.temperature = k->temp;
     gp.sampler.seed = 1234 + (uint64_t)s;
-    gp.on_piece = on_piece;
+    gp.on_piece = gen_rec_on_piece;
     gp.piece_user = r;
     if (spec) {
         gp.lookup_n = k->lookup;
@@ -77,21 +47,14 @@ static braid_gen *make_gen(braid_context *c, braid_context *draft, braid_seq_id 
     braid_gen *g = NULL;
     if (braid_gen_new(c, &gp, &g) != BRAID_OK) return NULL;
     r->g = g;
-    r->n = 0;
-    memset(r->has, 0, sizeof r->has);
+    gen_rec_reset(r);
     return g;
 }
 
-static void rec_init(rec *r, int32_t V) {
-    memset(r, 0, sizeof *r);
-    r->n_vocab = V;
-    r->logits = calloc((size_t)NPRED * V, sizeof(float));
-}
-
 /* One generator alone in its own context(s) with braid_gen_prompt + braid_gen_run; its tokens into out. */
-static int run_alone(braid_model *m, const spec_cfg *k, int spec, const braid_token *prompt, int np, rec *r,
+static int run_alone(braid_model *m, const spec_cfg *k, int spec, const braid_token *prompt, int np, gen_rec *r,
                      braid_token *out, braid_gen_stats *st, int32_t *seq_len) {
-    braid_context *c = make_ctx(m, 1, 512), *d = spec && k->use_draft ? make_ctx(dm, 1, 512) : NULL;
+    braid_context *c = gen_test_ctx(m, 1, 512), *d = spec && k->use_draft ? gen_test_ctx(dm, 1, 512) : NULL;
     braid_gen *g = c ? make_gen(c, d, 0, k, r, spec) : NULL;
     int n = -1;
     if (g && braid_gen_prompt(g, prompt, np) == BRAID_OK && braid_gen_run(g) == BRAID_OK) {
@@ -106,18 +69,6 @@ static int run_alone(braid_model *m, const spec_cfg *k, int spec, const braid_to
     braid_context_free(d);
     braid_context_free(c);
     return n;
-}
-
-/* Compares two records' logits where both have them; 1 if every such token agrees bit for bit. */
-static int same_logits(const rec *a, const rec *b, int n, int need_all_b) {
-    for (int i = 0; i < n && i < NPRED; i++) {
-        if (need_all_b && !b->has[i]) return 0;
-        if (!a->has[i] || !b->has[i]) continue;
-        if (memcmp(a->logits + (size_t)i * a->n_vocab, b->logits + (size_t)i * b->n_vocab,
-                   (size_t)a->n_vocab * sizeof(float)))
-            return 0;
-    }
-    return 1;
 }
 
 int main(void) {
@@ -155,19 +106,19 @@ int main(void) {
         spec_cfg cfg[NG] = {{3, 4, 0, 0}, {0, 1, 0, 0}, {0, 3, 1, 0}, {2, 6, 0, 0}};
         if (sampled) cfg[0].temp = 0.8f;
         int spec[NG] = {1, 0, 1, 1};
-        rec alone[NG], plain[NG], both[NG];
+        gen_rec alone[NG], plain[NG], both[NG];
         braid_token alone_tok[NG][NPRED], plain_tok[NG][NPRED];
         int alone_n[NG], plain_n[NG];
         int32_t alone_len[NG], plain_len;
         braid_gen_stats ast[NG], pst;
         for (int p = 0; p < NG; p++) {
-            rec_init(&alone[p], V), rec_init(&plain[p], V), rec_init(&both[p], V);
+            gen_rec_init(&alone[p], V, NPRED), gen_rec_init(&plain[p], V, NPRED), gen_rec_init(&both[p], V, NPRED);
             alone_n[p] = run_alone(m, &cfg[p], spec[p], prompts[p], plen[p], &alone[p], alone_tok[p], &ast[p], &alone_len[p]);
             plain_n[p] = run_alone(m, &cfg[p], 0, prompts[p], plen[p], &plain[p], plain_tok[p], &pst, &plain_len);
             CHECK(alone_n[p] == NPRED && plain_n[p] == NPRED, "pass %d, generator %d runs alone (%d, %d)", pass, p,
                   alone_n[p], plain_n[p]);
         }
-        braid_context *c = make_ctx(m, NG + 1, 12), *d = make_ctx(dm, NG + 1, 12);
+        braid_context *c = gen_test_ctx(m, NG + 1, 12), *d = gen_test_ctx(dm, NG + 1, 12);
         CHECK(c && d, "the shared contexts");
         braid_gen *gs[NG] = {0};
         for (int p = 0; c && d && p < NG; p++) {
@@ -193,10 +144,13 @@ int main(void) {
             if (!sampled || p != 0)
                 CHECK(n == plain_n[p] && !memcmp(t, plain_tok[p], (size_t)n * sizeof *t),
                       "pass %d, generator %d: the tokens of plain greedy", pass, p);
-            CHECK(both[p].n == alone[p].n && !memcmp(both[p].has, alone[p].has, sizeof both[p].has),
+            CHECK(both[p].n == alone[p].n && !memcmp(both[p].has, alone[p].has, (size_t)NPRED),
                   "pass %d, generator %d: the same tokens come with logits as alone", pass, p);
-            CHECK(same_logits(&both[p], &alone[p], n, 0), "pass %d, generator %d: logits bit for bit as alone", pass, p);
-            if (!sampled) CHECK(same_logits(&both[p], &plain[p], n, 1), "pass %d, generator %d: logits of plain greedy", pass, p);
+            CHECK(gen_rec_same_logits(&both[p], &alone[p], n, 0), "pass %d, generator %d: logits bit for bit as alone",
+                  pass, p);
+            if (!sampled)
+                CHECK(gen_rec_same_logits(&both[p], &plain[p], n, 1), "pass %d, generator %d: logits of plain greedy",
+                      pass, p);
             CHECK(!strcmp(st->stop, "length") && st->n_generated == NPRED, "pass %d, generator %d: stop %s, %d tokens",
                   pass, p, st->stop, st->n_generated);
             /* plain: prompt + reply but the last; speculative: the last too when it was an accepted draft */
@@ -218,7 +172,7 @@ int main(void) {
                       "the Q4_0 draft of the same weights is accepted in part (%d of %d)", st->accepted, st->drafted);
         }
         for (int p = 0; p < NG; p++) braid_gen_free(gs[p]);
-        for (int p = 0; p < NG; p++) free(alone[p].logits), free(plain[p].logits), free(both[p].logits);
+        for (int p = 0; p < NG; p++) gen_rec_free(&alone[p]), gen_rec_free(&plain[p]), gen_rec_free(&both[p]);
         braid_context_free(d);
         braid_context_free(c);
     }
