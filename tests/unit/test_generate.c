@@ -7,7 +7,8 @@
  *   from earlier turns, as real templates do): each turn decodes only the new tokens plus a replay shorter
  *   than one checkpoint interval, never from zero, and the last turn's logits equal a fresh decode of the
  *   whole rendered conversation;
- * - context shift: 4x the context generated on qwen35 without error; after a shift (keep 0) the logits equal
+ * - context shift: 4x the context generated on qwen35 and on nemotron_h (Mamba2 + NoPE attention) without
+ *   error; after a shift (keep 0) the logits equal
  *   a fresh context that decoded the same inputs at the shifted positions and removed the same ones
  *   (same recurrent state: remove keeps it in both);
  * - Self-Extend keeps the positions under the window's reach. */
@@ -381,6 +382,13 @@ int main(void) {
     test_loop(m);
     test_multiturn(m);
     test_ctx_shift(m);
+    braid_model_free(m);
+    unlink(path);
+    /* the same context shift on a Mamba2 hybrid */
+    snprintf(path, sizeof path, "%s/test_generate_nemotron_h.gguf", build);
+    m = make_model("nemotron_h", 12, path, NULL);
+    CHECK(m != NULL, "tiny nemotron_h model");
+    if (m) test_ctx_shift(m);
     braid_model_free(m);
     unlink(path);
     TEST_MAIN_END();
