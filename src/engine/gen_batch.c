@@ -35,6 +35,20 @@
 #include "engine/generate.h"
 #include "engine/sampling.h"
 
+/* The reply's output and stats start now, as braid_gen_run's do; nothing drawn ahead, one new document. */
+static void reply_start(braid_gen *g) {
+    g->have_next = 0;
+    g->trunc_to = -1;
+    braid_json_matcher_reset(g->jm);
+    g->n_out = 0;
+    g->n_text = g->n_released = 0;
+    if (g->text) g->text[0] = 0;
+    g->st.n_generated = g->st.n_decodes = 0;
+    g->st.drafted = g->st.accepted = g->st.spec_replayed = g->st.draft_replayed = 0;
+    g->st.gen_ms = g->st.ttft_ms = 0;
+    g->st.stop = "";
+}
+
 braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n) {
     if (!g) return bd_error(BRAID_E_INVALID, "braid_gen_begin: NULL generator");
     if (g->p.ctx_shift || g->p.self_extend_n > 1)
@@ -54,18 +68,8 @@ braid_status braid_gen_begin(braid_gen *g, const braid_token *tokens, int32_t n)
         g->n_ptok = n_use;
         g->i_ptok = g->lcp_ptok = lcp;
         g->phase = BD_GEN_PROMPT;
-        g->have_next = 0;
-        g->trunc_to = -1;
-        braid_json_matcher_reset(g->jm); /* each reply writes one document */
         if (!g->use_kept) g->logit_row = -1;
-        /* the run's output starts now, as braid_gen_run's does */
-        g->n_out = 0;
-        g->n_text = g->n_released = 0;
-        if (g->text) g->text[0] = 0;
-        g->st.n_generated = g->st.n_decodes = 0;
-        g->st.drafted = g->st.accepted = g->st.spec_replayed = g->st.draft_replayed = 0;
-        g->st.gen_ms = g->st.ttft_ms = 0;
-        g->st.stop = "";
+        reply_start(g);
         if (lcp == n_use) {
             /* the prompt cache kept this very prompt's logits: nothing to decode */
             g->st.decoded_tokens = g->st.replayed_tokens;
@@ -102,14 +106,7 @@ braid_status braid_gen_begin_parts(braid_gen *g, const braid_prompt_part *parts,
                                              "prompt with images needs a generator without a cache");
     g->phase = BD_GEN_IDLE;
     BD_TRY(bd_parts_start(g, parts, n_parts, (int32_t)total));
-    braid_json_matcher_reset(g->jm); /* each reply writes one document */
-    g->n_out = 0;
-    g->n_text = g->n_released = 0;
-    if (g->text) g->text[0] = 0;
-    g->st.n_generated = g->st.n_decodes = 0;
-    g->st.drafted = g->st.accepted = g->st.spec_replayed = g->st.draft_replayed = 0;
-    g->st.gen_ms = g->st.ttft_ms = 0;
-    g->st.stop = "";
+    reply_start(g);
     g->phase = BD_GEN_PARTS;
     return BRAID_OK;
 }
