@@ -44,6 +44,16 @@ static int32_t lookup(braid_gen *g, braid_token next, int32_t max) {
     return 0;
 }
 
+/* The k-th draft token from a drafter's logits: greedy, or drawn from the drafter's distribution, which is kept
+ * in g->q for the rejection sampling that verifies it. */
+static braid_status draft_pick(braid_gen *g, int greedy, const float *lg, int32_t k, braid_token *d) {
+    if (greedy) return braid_sampler_sample(g->dsmp, lg, g->n_vocab, d);
+    float *q = g->q + (size_t)k * g->n_vocab;
+    BD_TRY(bd_sampler_probs(g->dsmp, lg, g->n_vocab, q));
+    *d = bd_pick_weighted(q, g->n_vocab, bd_sampler_uniform(g->dsmp));
+    return BRAID_OK;
+}
+
 static braid_status draft_model(braid_gen *g, braid_token next, int32_t max, int32_t *n_draft) {
     braid_context *dc = g->p.draft;
     const braid_seq_id s = g->p.seq;
@@ -90,13 +100,7 @@ static braid_status draft_model(braid_gen *g, braid_token next, int32_t max, int
         const float *lg = braid_logits(dc, dc->n_rows - 1);
         if (!lg) return bd_error(BRAID_E_INVALID, "speculative: internal: no draft logits");
         braid_token d;
-        if (greedy) {
-            BD_TRY(braid_sampler_sample(g->dsmp, lg, g->n_vocab, &d));
-        } else {
-            float *q = g->q + (size_t)k * g->n_vocab;
-            BD_TRY(bd_sampler_probs(g->dsmp, lg, g->n_vocab, q));
-            d = bd_pick_weighted(q, g->n_vocab, bd_sampler_uniform(g->dsmp));
-        }
+        BD_TRY(draft_pick(g, greedy, lg, k, &d));
         g->draft[k++] = d;
         if (k == max || braid_token_is_eog((braid_model *)m, d)) break;
         BD_TRY(bd_gen_decode(g, dc, &d, 1, 0));
@@ -117,13 +121,7 @@ static braid_status draft_mtp(braid_gen *g, braid_token next, int32_t max, int32
     int32_t k = 0;
     for (;;) {
         braid_token d;
-        if (greedy) {
-            BD_TRY(braid_sampler_sample(g->dsmp, lg, g->n_vocab, &d));
-        } else {
-            float *q = g->q + (size_t)k * g->n_vocab;
-            BD_TRY(bd_sampler_probs(g->dsmp, lg, g->n_vocab, q));
-            d = bd_pick_weighted(q, g->n_vocab, bd_sampler_uniform(g->dsmp));
-        }
+        BD_TRY(draft_pick(g, greedy, lg, k, &d));
         g->draft[k++] = d;
         if (k == max || braid_token_is_eog((braid_model *)g->ctx->model, d)) break;
         /* the next step: d with the head's own hidden state */
