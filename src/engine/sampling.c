@@ -490,6 +490,18 @@ static double temper(braid_sampler *s, int32_t n, float max_l) {
     return total;
 }
 
+/* Temperature over the n candidates left, then a draw from their softmax. */
+static braid_token draw_tempered(braid_sampler *s, int32_t n, float max_l) {
+    const cand *c = s->cands;
+    double total = temper(s, n, max_l);
+    double u = rng_uniform(s->rng) * total, acc = 0.0;
+    for (int32_t i = 0; i < n; i++) {
+        acc += c[i].logit;
+        if (u < acc) return c[i].id;
+    }
+    return c[n - 1].id; /* u landed in the rounding gap at the very top */
+}
+
 braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t n_vocab, braid_token *out) {
     if (!out) return bd_error(BRAID_E_INVALID, "sampler: NULL out");
     int32_t n;
@@ -500,18 +512,7 @@ braid_status braid_sampler_sample(braid_sampler *s, const float *logits, int32_t
         *out = best;
         return BRAID_OK;
     }
-    cand *c = s->cands;
-    /* Temperature, then a draw from the softmax of what is left. */
-    double total = temper(s, n, max_l);
-    double u = rng_uniform(s->rng) * total, acc = 0.0;
-    for (int32_t i = 0; i < n; i++) {
-        acc += c[i].logit;
-        if (u < acc) {
-            *out = c[i].id;
-            return BRAID_OK;
-        }
-    }
-    *out = c[n - 1].id; /* u landed in the rounding gap at the very top */
+    *out = draw_tempered(s, n, max_l);
     return BRAID_OK;
 }
 
@@ -616,16 +617,7 @@ braid_status bd_sampler_sample_allowed(braid_sampler *s, const float *logits, in
                     }
                 }
             }
-            double total = temper(s, n, max_l);
-            double u = rng_uniform(s->rng) * total, acc = 0.0;
-            for (int32_t i = 0; i < n; i++) {
-                acc += c[i].logit;
-                if (u < acc) {
-                    *out = c[i].id;
-                    return BRAID_OK;
-                }
-            }
-            *out = c[n - 1].id;
+            *out = draw_tempered(s, n, max_l);
             return BRAID_OK;
         }
     } else if (p->top_p >= 1.0f && p->min_p <= 0.0f) {
