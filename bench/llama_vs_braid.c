@@ -92,7 +92,7 @@ static braid_status weight_bytes(const char *path, bench_weights *out) {
     const int64_t arch_id = gguf_find_key(g, "general.architecture");
     if (arch_id >= 0 && gguf_get_kv_type(g, arch_id) == GGUF_TYPE_STRING)
         snprintf(ak.arch, sizeof ak.arch, "%s", gguf_get_val_str(g, arch_id));
-    out->state_per_token = bench_state_bytes(arch_key, &ak);
+    bench_weights_finish(out, arch_key, &ak);
     gguf_free(g);
     if (meta) ggml_free(meta);
     return BRAID_OK;

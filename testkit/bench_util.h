@@ -203,41 +203,65 @@ typedef struct {
     uint64_t macs_per_token;  /* multiply-adds of one token through the weight matrices */
     uint32_t type;      /* the most common weight type by bytes (for the table) */
     uint64_t by_type[64];
+    /* filled by bench_weight_add, used by bench_weights_finish */
+    uint64_t exp_bytes, exp_macs; /* routed expert tensors (*_exps.*), every expert */
+    uint32_t n_ssm_layers;        /* layers with an ssm_conv1d tensor: GDN or Mamba2 state */
+    uint32_t n_shortconv_layers;  /* layers with a shortconv.conv tensor: LFM2's conv window */
 } bench_weights;
 
 /* Counts one tensor of the model file (n_elems elements, n_dims dimensions). `has_output` says the file has an
  * output.weight, i.e. the token embedding is not also the output matrix; then a decoded token reads one row of
  * it (of n_rows) and multiplies nothing by it. Matrices (2 dimensions or more) count n_elems multiply-adds per
- * token (dense models: an expert tensor would count every expert). Each program walks the file with its own
- * GGUF reader (braid's and ggml's headers cannot be included together). */
+ * token. Routed expert tensors are set aside: bench_weights_finish counts the share of them a token uses. Each
+ * program walks the file with its own GGUF reader (braid's and ggml's headers cannot be included together). */
 static inline void bench_weight_add(bench_weights *w, const char *name, uint64_t nbytes, uint32_t type,
                                     int64_t n_rows, int has_output, uint64_t n_elems, int n_dims) {
     w->total += nbytes;
     if (type < 64) w->by_type[type] += nbytes;
+    w->type = 0;
+    for (uint32_t k = 1; k < 64; k++)
+        if (w->by_type[k] > w->by_type[w->type]) w->type = k;
+    if (strstr(name, ".ssm_conv1d.weight")) w->n_ssm_layers++;
+    if (strstr(name, ".shortconv.conv.weight")) w->n_shortconv_layers++;
+    if (strstr(name, "_exps.")) {
+        w->exp_bytes += nbytes;
+        w->exp_macs += n_elems;
+        return;
+    }
     const int embd_row = !strcmp(name, "token_embd.weight") && has_output && n_rows > 0;
     if (embd_row) nbytes /= (uint64_t)n_rows;
     else if (n_dims >= 2) w->macs_per_token += n_elems;
     w->per_token += nbytes;
-    w->type = 0;
-    for (uint32_t k = 1; k < 64; k++)
-        if (w->by_type[k] > w->by_type[w->type]) w->type = k;
 }
 
-/* Recurrent state bytes a decoded token moves in a qwen35-family model (qwen35, qwen35moe, qwen3next): each
- * recurrent layer reads its S x S states (ssm.inner_size x ssm.state_size floats) and its conv window
- * ((ssm.conv_kernel - 1) x (2 * ssm.group_count * ssm.state_size + ssm.inner_size) floats) and writes them back.
- * The keys come from the caller's GGUF reader (get(key, user) -> the value, 0 if absent); n_recurrent is the
- * number of recurrent layers (block_count minus every full_attention_interval-th one). 0 for other models. */
-static inline uint64_t bench_state_bytes(uint64_t (*get)(const char *key, void *user), void *user) {
+/* Recurrent state bytes a decoded token moves, from the file's keys (get(key, user) -> the value, 0 if absent;
+ * the caller's GGUF reader) and the layer counts bench_weight_add took from the tensor names:
+ *  - a GDN (qwen35 family) or Mamba2 layer (every layer with an ssm_conv1d tensor) reads its ssm.inner_size x
+ *    ssm.state_size state floats (GDN: S x S per head; Mamba2: head_dim x d_state per head, the same product)
+ *    and its conv window ((ssm.conv_kernel - 1) x (ssm.inner_size + 2 * ssm.group_count * ssm.state_size)
+ *    floats), and writes them back;
+ *  - an LFM2 short-conv layer reads and writes its window of (shortconv.l_cache - 1) x embedding_length floats. */
+static inline uint64_t bench_state_bytes(uint64_t (*get)(const char *key, void *user), void *user,
+                                         const bench_weights *w) {
+    uint64_t bytes = 0;
     const uint64_t inner = get("ssm.inner_size", user), S = get("ssm.state_size", user);
     const uint64_t conv = get("ssm.conv_kernel", user), groups = get("ssm.group_count", user);
-    const uint64_t layers = get("block_count", user), nextn = get("nextn_predict_layers", user);
-    uint64_t interval = get("full_attention_interval", user);
-    if (!inner || !S || !conv || !layers || nextn >= layers) return 0;
-    if (!interval) interval = 4;
-    const uint64_t trunk = layers - nextn, n_recurrent = trunk - trunk / interval;
-    const uint64_t per_layer = 4 * (inner * S + (conv - 1) * (2 * groups * S + inner));
-    return 2 * n_recurrent * per_layer;
+    if (inner && S && conv)
+        bytes += 2 * (uint64_t)w->n_ssm_layers * 4 * (inner * S + (conv - 1) * (2 * groups * S + inner));
+    const uint64_t l_cache = get("shortconv.l_cache", user), E = get("embedding_length", user);
+    if (l_cache > 1 && E) bytes += 2 * (uint64_t)w->n_shortconv_layers * 4 * (l_cache - 1) * E;
+    return bytes;
+}
+
+/* Completes w once every tensor is added: the routed experts' share a token reads (expert_used_count of
+ * expert_count; for the roofline the active experts' bytes, as if each were read once) and the state bytes. */
+static inline void bench_weights_finish(bench_weights *w, uint64_t (*get)(const char *key, void *user), void *user) {
+    const uint64_t n_exp = get("expert_count", user), n_used = get("expert_used_count", user);
+    if (w->exp_bytes && n_exp && n_used <= n_exp) {
+        w->per_token += w->exp_bytes / n_exp * n_used;
+        w->macs_per_token += w->exp_macs / n_exp * n_used;
+    }
+    w->state_per_token = bench_state_bytes(get, user, w);
 }
 
 /* ---- peak multiply-add rate ---------------------------------------------------------------------------------

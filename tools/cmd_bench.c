@@ -37,6 +37,20 @@ static int bench_int(const char *opt, const char *v, int lo, int hi, int *out) {
     return 1;
 }
 
+/* A u32 key of the file's architecture (arch.key), 0 if absent: bench_weights_finish's reader. */
+typedef struct {
+    const gguf_file *f;
+    char arch[64];
+} bench_keys;
+
+static uint64_t bench_arch_key(const char *key, void *user) {
+    const bench_keys *k = user;
+    char full[160];
+    uint32_t v = 0;
+    snprintf(full, sizeof full, "%s.%s", k->arch, key);
+    return gguf_get_u32(k->f, full, 0, &v) == BRAID_OK ? v : 0;
+}
+
 static braid_status bench_weight_bytes(const char *path, bench_weights *out) {
     gguf_file *f = NULL;
     BD_TRY(gguf_open(path, &f));
@@ -48,6 +62,11 @@ static braid_status bench_weight_bytes(const char *path, bench_weights *out) {
         for (uint32_t d = 0; d < t->n_dims; d++) n_elems *= (uint64_t)t->ne[d];
         bench_weight_add(out, t->name, t->nbytes, t->type, t->ne[1], has_output, n_elems, (int)t->n_dims);
     }
+    bench_keys k = {f, ""};
+    gguf_str arch = {0};
+    if (gguf_get_str(f, "general.architecture", 0, &arch) == BRAID_OK && arch.ptr)
+        snprintf(k.arch, sizeof k.arch, "%.*s", (int)arch.len, arch.ptr);
+    bench_weights_finish(out, bench_arch_key, &k);
     gguf_close(f);
     return BRAID_OK;
 }
@@ -122,7 +141,7 @@ static int cmd_bench(int argc, char **argv) {
         return 1;
     }
     bench_stat sp = bench_stats(pp, c.reps), sg = bench_stats(tg, c.reps);
-    double roof = bw > 0 ? bw / (double)w.per_token : 0.0;
+    double roof = bw > 0 ? bw / (double)(w.per_token + w.state_per_token) : 0.0;
 
     if (json) {
         json_t *o = json_object();
@@ -132,6 +151,7 @@ static int cmd_bench(int argc, char **argv) {
         json_object_set_new(o, "load_average", json_real(load));
         json_object_set_new(o, "weight_bytes", json_integer((json_int_t)w.total));
         json_object_set_new(o, "weight_bytes_per_token", json_integer((json_int_t)w.per_token));
+        json_object_set_new(o, "state_bytes_per_token", json_integer((json_int_t)w.state_per_token));
         json_object_set_new(o, "bandwidth_bytes_per_second", json_real(bw));
         json_object_set_new(o, "roofline_tokens_per_second", json_real(roof));
         json_object_set_new(o, "n_prompt", json_integer(c.n_prompt));
@@ -149,8 +169,8 @@ static int cmd_bench(int argc, char **argv) {
         printf("model      %s (%s, %.1f MiB of weights)\n", path, bench_type_name(w.type), (double)w.total / 1048576.0);
         printf("threads    %d (load average %.1f at the start)\n", n_threads, load);
         printf("bandwidth  %.1f GB/s (streaming read of %d MiB)\n", bw / 1e9, bw_mib);
-        printf("roofline   %.1f MiB read per generated token -> %.1f tok/s\n", (double)w.per_token / 1048576.0,
-               roof);
+        printf("roofline   %.1f MiB of weights + %.1f MiB of recurrent state per generated token -> %.1f tok/s\n",
+               (double)w.per_token / 1048576.0, (double)w.state_per_token / 1048576.0, roof);
         printf("\n%-8s %18s %12s\n", "test", "braid tok/s", "of roofline");
         if (c.n_prompt > 0) printf("pp%-6d %10.1f ± %5.1f %12s\n", c.n_prompt, sp.mean, sp.sd, "");
         if (c.n_gen > 0)
