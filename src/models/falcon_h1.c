@@ -40,7 +40,7 @@ typedef struct falcon_h1 {
     fh_hparams hp;
     bd_rope rope;
     layer_attn_shape ash;
-    int32_t *slots;        /* [n_layer] 0, 1, ...: layer il is attention slot il and recurrent slot il */
+    layer_map map;         /* every layer both: attention slot il and recurrent slot il */
     bd_weight tok_embd, output_norm, output, rope_freqs;
     fh_layer *layers;
 } falcon_h1;
@@ -48,7 +48,7 @@ typedef struct falcon_h1 {
 static void fh_free(void *data) {
     falcon_h1 *m = data;
     if (!m) return;
-    bd_free(m->slots);
+    layer_map_free(&m->map);
     bd_free(m->layers);
     bd_free(m);
 }
@@ -117,21 +117,19 @@ static braid_status fh_load(const gguf_file *f, int32_t n_vocab, void **data, bd
     if (st == BRAID_OK) {
         m->hp.n_vocab = (uint32_t)n_vocab;
         m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
-        m->slots = bd_calloc(hp->n_layer, sizeof(int32_t));
-        if (!m->layers || !m->slots) st = bd_error(BRAID_E_NOMEM, "falcon-h1: out of memory");
+        st = m->layers ? layer_map_init(&m->map, "falcon-h1", hp->n_layer)
+                       : bd_error(BRAID_E_NOMEM, "falcon-h1: out of memory");
     }
     if (st == BRAID_OK) st = fh_bind(m, &l);
     bd_loader_free(&l);
+    if (st == BRAID_OK) {
+        memset(m->map.kind, LAYER_MEM_BOTH, hp->n_layer);
+        st = layer_map_layout(&m->map, "falcon-h1", hp->n_layer, 1, &m->hp, sizeof m->hp, NULL, 0, layout);
+    }
     if (st != BRAID_OK) {
         fh_free(m);
         return st;
     }
-    memset(layout, 0, sizeof *layout);
-    layout->n_layer = (int32_t)hp->n_layer;
-    layout->n_pos_per_token = 1;
-    for (uint32_t il = 0; il < hp->n_layer; il++) m->slots[il] = (int32_t)il;
-    layout->n_attn = layout->n_recr = (int32_t)hp->n_layer;
-    layout->attn_layer = layout->recr_layer = m->slots;
     layout->n_embd_k = (int32_t)(hp->head_dim * hp->n_head_kv);
     layout->n_embd_v = layout->n_embd_k;
     layout->n_conv = layer_mamba2_n_conv(&hp->ssm);
@@ -143,8 +141,7 @@ static braid_status fh_load(const gguf_file *f, int32_t n_vocab, void **data, bd
 static int32_t fh_n_embd(const void *data) { return (int32_t)((const falcon_h1 *)data)->hp.n_embd; }
 
 static void fh_hparams_bytes(const void *data, const void **bytes, size_t *len) {
-    *bytes = &((const falcon_h1 *)data)->hp;
-    *len = sizeof(fh_hparams);
+    layer_map_fingerprint(&((const falcon_h1 *)data)->map, bytes, len);
 }
 
 typedef struct fh_scratch {

@@ -43,22 +43,16 @@ typedef struct granitehybrid {
     gh_hparams hp;
     moe_hparams moe;      /* n_expert 0: dense FFNs */
     layer_attn_shape ash;
-    uint8_t *is_recr;
-    int32_t *attn_layer, *recr_layer;
+    layer_map map;        /* Mamba2 layers recurrent, the rest attention */
     bd_weight tok_embd, output_norm, output;
     gh_layer *layers;
-    uint8_t *fp_bytes;
-    size_t fp_len;
 } granitehybrid;
 
 static void gh_free(void *data) {
     granitehybrid *m = data;
     if (!m) return;
-    bd_free(m->is_recr);
-    bd_free(m->attn_layer);
-    bd_free(m->recr_layer);
+    layer_map_free(&m->map);
     bd_free(m->layers);
-    bd_free(m->fp_bytes);
     bd_free(m);
 }
 
@@ -91,12 +85,12 @@ static braid_status gh_load_hparams(granitehybrid *m, bd_loader *l) {
     if (hp->head_dim == 0 || hp->head_dim > 4096) return bd_error(BRAID_E_FORMAT, "granitehybrid: bad head size");
 
     uint32_t *kv = bd_calloc(hp->n_layer, sizeof *kv);
-    m->is_recr = bd_calloc(hp->n_layer, 1);
-    braid_status st = kv && m->is_recr ? BRAID_OK : bd_error(BRAID_E_NOMEM, "granitehybrid: out of memory");
+    braid_status st = kv ? layer_map_init(&m->map, "granitehybrid", hp->n_layer)
+                         : bd_error(BRAID_E_NOMEM, "granitehybrid: out of memory");
     int found = 0;
     if (st == BRAID_OK) st = bd_key_u32_per_layer(l, "attention.head_count_kv", hp->n_layer, 1, kv, &found);
     for (uint32_t i = 0; st == BRAID_OK && i < hp->n_layer; i++) {
-        m->is_recr[i] = kv[i] == 0;
+        m->map.kind[i] = kv[i] == 0 ? LAYER_MEM_RECR : LAYER_MEM_ATTN;
         if (!kv[i]) continue;
         if (hp->n_head_kv && kv[i] != hp->n_head_kv)
             st = bd_error(BRAID_E_UNSUPPORTED, "granitehybrid: attention layers differ in kv heads");
@@ -133,7 +127,7 @@ static braid_status gh_bind(granitehybrid *m, bd_loader *l) {
     if (!m->output.data) m->output = m->tok_embd; /* tied */
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         gh_layer *L = &m->layers[il];
-        L->recurrent = m->is_recr[il];
+        L->recurrent = m->map.kind[il] == LAYER_MEM_RECR;
         BD_TRY(bd_bind_layer(l, (int)il, "attn_norm.weight", E, 1, 1, 1, &L->attn_norm));
         BD_TRY(bd_bind_layer(l, (int)il, "ffn_norm.weight", E, 1, 1, 1, &L->ffn_norm));
         if (L->recurrent) BD_TRY(layer_mamba2_bind(l, (int)il, E, &hp->ssm, 1, &L->mixer));
@@ -155,36 +149,22 @@ static braid_status gh_load(const gguf_file *f, int32_t n_vocab, void **data, bd
     if (st == BRAID_OK) {
         m->hp.n_vocab = (uint32_t)n_vocab;
         m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
-        m->attn_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->recr_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->fp_len = sizeof m->hp + sizeof m->moe + hp->n_layer;
-        m->fp_bytes = bd_malloc(m->fp_len);
-        if (!m->layers || !m->attn_layer || !m->recr_layer || !m->fp_bytes)
-            st = bd_error(BRAID_E_NOMEM, "granitehybrid: out of memory");
+        if (!m->layers) st = bd_error(BRAID_E_NOMEM, "granitehybrid: out of memory");
     }
     if (st == BRAID_OK) st = gh_bind(m, &l);
     bd_loader_free(&l);
+    if (st == BRAID_OK)
+        st = layer_map_layout(&m->map, "granitehybrid", hp->n_layer, 1, &m->hp, sizeof m->hp, &m->moe, sizeof m->moe,
+                              layout);
     if (st != BRAID_OK) {
         gh_free(m);
         return st;
     }
-    memset(layout, 0, sizeof *layout);
-    layout->n_layer = (int32_t)hp->n_layer;
-    layout->n_pos_per_token = 1;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        gh_layer *L = &m->layers[il];
-        if (L->recurrent) L->slot = layout->n_recr, m->recr_layer[layout->n_recr++] = (int32_t)il;
-        else L->slot = layout->n_attn, m->attn_layer[layout->n_attn++] = (int32_t)il;
-    }
-    layout->attn_layer = m->attn_layer;
-    layout->recr_layer = m->recr_layer;
+    for (uint32_t il = 0; il < hp->n_layer; il++) m->layers[il].slot = m->map.slot[il];
     layout->n_embd_k = (int32_t)(hp->head_dim * hp->n_head_kv);
     layout->n_embd_v = layout->n_embd_k;
     layout->n_conv = layer_mamba2_n_conv(&hp->ssm);
     layout->n_ssm = layer_mamba2_n_ssm(&hp->ssm);
-    memcpy(m->fp_bytes, &m->hp, sizeof m->hp);
-    memcpy(m->fp_bytes + sizeof m->hp, &m->moe, sizeof m->moe);
-    memcpy(m->fp_bytes + sizeof m->hp + sizeof m->moe, m->is_recr, hp->n_layer);
     *data = m;
     return BRAID_OK;
 }
@@ -192,9 +172,7 @@ static braid_status gh_load(const gguf_file *f, int32_t n_vocab, void **data, bd
 static int32_t gh_n_embd(const void *data) { return (int32_t)((const granitehybrid *)data)->hp.n_embd; }
 
 static void gh_hparams_bytes(const void *data, const void **bytes, size_t *len) {
-    const granitehybrid *m = data;
-    *bytes = m->fp_bytes;
-    *len = m->fp_len;
+    layer_map_fingerprint(&((const granitehybrid *)data)->map, bytes, len);
 }
 
 typedef struct gh_scratch {

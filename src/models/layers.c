@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "tensor/tap.h"
 #include "tensor/types.h"
 
@@ -16,6 +17,60 @@ braid_status layer_base_keys(const bd_loader *l, uint32_t *n_ctx_train, uint32_t
     if (*n_embd == 0 || *n_embd > (1u << 20))
         return bd_error(BRAID_E_FORMAT, "%sembedding_length %u is out of range", l->arch, *n_embd);
     return BRAID_OK;
+}
+
+braid_status layer_map_init(layer_map *m, const char *arch, uint32_t n_layer) {
+    memset(m, 0, sizeof *m);
+    m->kind = bd_calloc(n_layer, 1);
+    m->slot = bd_calloc(n_layer, sizeof *m->slot);
+    m->attn_layer = bd_calloc(n_layer, sizeof *m->attn_layer);
+    m->recr_layer = bd_calloc(n_layer, sizeof *m->recr_layer);
+    if (m->kind && m->slot && m->attn_layer && m->recr_layer) return BRAID_OK;
+    layer_map_free(m);
+    return bd_error(BRAID_E_NOMEM, "%s: out of memory", arch);
+}
+
+braid_status layer_map_layout(layer_map *m, const char *arch, uint32_t n_layer, int32_t n_pos, const void *hp,
+                              size_t hp_len, const void *extra, size_t extra_len, bd_mem_layout *layout) {
+    memset(layout, 0, sizeof *layout);
+    layout->n_layer = (int32_t)n_layer;
+    layout->n_pos_per_token = n_pos;
+    for (uint32_t il = 0; il < n_layer; il++) {
+        const uint8_t k = m->kind[il];
+        m->slot[il] = -1;
+        if (k == LAYER_MEM_BOTH) {
+            /* one slot index in both memories: attention and recurrent slots advance together */
+            m->slot[il] = layout->n_attn;
+            if (layout->n_recr != layout->n_attn)
+                return bd_error(BRAID_E_UNSUPPORTED, "%s: layer %u uses both memories after a layer with one", arch, il);
+            m->attn_layer[layout->n_attn++] = m->recr_layer[layout->n_recr++] = (int32_t)il;
+        } else if (k == LAYER_MEM_ATTN) {
+            m->slot[il] = layout->n_attn;
+            m->attn_layer[layout->n_attn++] = (int32_t)il;
+        } else if (k == LAYER_MEM_RECR) {
+            m->slot[il] = layout->n_recr;
+            m->recr_layer[layout->n_recr++] = (int32_t)il;
+        }
+    }
+    layout->attn_layer = m->attn_layer;
+    layout->recr_layer = m->recr_layer;
+    bd_free(m->fp);
+    m->fp_len = hp_len + n_layer + extra_len;
+    m->fp = bd_malloc(m->fp_len ? m->fp_len : 1);
+    if (!m->fp) return bd_error(BRAID_E_NOMEM, "%s: out of memory", arch);
+    if (hp_len) memcpy(m->fp, hp, hp_len);
+    memcpy(m->fp + hp_len, m->kind, n_layer);
+    if (extra_len) memcpy(m->fp + hp_len + n_layer, extra, extra_len);
+    return BRAID_OK;
+}
+
+void layer_map_free(layer_map *m) {
+    bd_free(m->kind);
+    bd_free(m->slot);
+    bd_free(m->attn_layer);
+    bd_free(m->recr_layer);
+    bd_free(m->fp);
+    memset(m, 0, sizeof *m);
 }
 
 void layer_add_bias(float *y, const bd_weight *b, int32_t T) {

@@ -24,6 +24,38 @@
 BRAID_NODISCARD braid_status layer_base_keys(const bd_loader *l, uint32_t *n_ctx_train, uint32_t *n_embd,
                                              uint32_t *n_layer);
 
+/* ---- which memory each layer uses ------------------------------------------------------------------------ */
+
+/* A layer keeps K/V rows in an attention slot, conv and SSM states in a recurrent slot, both (falcon-h1: attention
+ * slot il and recurrent slot il), or nothing (an FFN-only layer of nemotron_h). */
+enum { LAYER_MEM_NONE = 0, LAYER_MEM_ATTN = 1, LAYER_MEM_RECR = 2, LAYER_MEM_BOTH = 3 };
+
+/* What every loader derives the same way from its layers' memory kinds: each layer's slot, the layer lists of
+ * bd_mem_layout and the fingerprint bytes (hparams ‖ kinds ‖ extra: models whose state files are interchangeable
+ * have equal bytes). Owned by the model. */
+typedef struct layer_map {
+    uint8_t *kind;  /* [n_layer] LAYER_MEM_*: the architecture sets them before layer_map_layout */
+    int32_t *slot;  /* [n_layer] the layer's slot in its memory (LAYER_MEM_BOTH: the same index in both); -1: none */
+    int32_t *attn_layer, *recr_layer; /* bd_mem_layout's lists */
+    uint8_t *fp;    /* the fingerprint bytes */
+    size_t fp_len;
+} layer_map;
+
+/* Allocates the arrays for n_layer layers, all LAYER_MEM_NONE (BRAID_E_NOMEM naming arch). */
+BRAID_NODISCARD braid_status layer_map_init(layer_map *m, const char *arch, uint32_t n_layer);
+/* Assigns the slots in layer order, sets layout's n_layer, n_pos_per_token (n_pos), n_attn, n_recr and layer
+ * lists (the rest of *layout is zeroed for the caller to fill), and builds the fingerprint from hp and extra
+ * (either may be NULL with length 0). */
+BRAID_NODISCARD braid_status layer_map_layout(layer_map *m, const char *arch, uint32_t n_layer, int32_t n_pos,
+                                              const void *hp, size_t hp_len, const void *extra, size_t extra_len,
+                                              bd_mem_layout *layout);
+/* hparams_bytes of a model whose fingerprint is m's. */
+static inline void layer_map_fingerprint(const layer_map *m, const void **bytes, size_t *len) {
+    *bytes = m->fp;
+    *len = m->fp_len;
+}
+void layer_map_free(layer_map *m);
+
 /* y[t][i] += b[i] for T rows of b->n_in floats; nothing when the bias is absent (b->data NULL). */
 void layer_add_bias(float *y, const bd_weight *b, int32_t T);
 /* Writes one K or V row (n floats) into cell `cell` of a cache of type F32 or F16 (rounded as ggml does). */

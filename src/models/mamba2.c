@@ -33,7 +33,7 @@ typedef struct m2_layer {
 
 typedef struct mamba2 {
     m2_hparams hp;
-    int32_t *recr_layer;   /* [n_layer] 0, 1, ... (every layer is recurrent) */
+    layer_map map;         /* every layer recurrent */
     bd_weight tok_embd;    /* [n_vocab][n_embd] */
     bd_weight output_norm; /* [n_embd] */
     bd_weight output;      /* [n_vocab][n_embd] (token_embd when tied) */
@@ -43,7 +43,7 @@ typedef struct mamba2 {
 static void m2_free(void *data) {
     mamba2 *m = data;
     if (!m) return;
-    bd_free(m->recr_layer);
+    layer_map_free(&m->map);
     bd_free(m->layers);
     bd_free(m);
 }
@@ -82,21 +82,19 @@ static braid_status m2_load(const gguf_file *f, int32_t n_vocab, void **data, bd
     if (st == BRAID_OK) {
         m->hp.n_vocab = (uint32_t)n_vocab;
         m->layers = bd_calloc(m->hp.n_layer, sizeof *m->layers);
-        m->recr_layer = bd_calloc(m->hp.n_layer, sizeof(int32_t));
-        if (!m->layers || !m->recr_layer) st = bd_error(BRAID_E_NOMEM, "mamba2: out of memory");
+        st = m->layers ? layer_map_init(&m->map, "mamba2", m->hp.n_layer)
+                       : bd_error(BRAID_E_NOMEM, "mamba2: out of memory");
     }
     if (st == BRAID_OK) st = m2_bind(m, &l);
     bd_loader_free(&l);
+    if (st == BRAID_OK) {
+        memset(m->map.kind, LAYER_MEM_RECR, m->hp.n_layer);
+        st = layer_map_layout(&m->map, "mamba2", m->hp.n_layer, 1, &m->hp, sizeof m->hp, NULL, 0, layout);
+    }
     if (st != BRAID_OK) {
         m2_free(m);
         return st;
     }
-    memset(layout, 0, sizeof *layout);
-    layout->n_layer = (int32_t)m->hp.n_layer;
-    layout->n_pos_per_token = 1;
-    layout->n_recr = (int32_t)m->hp.n_layer;
-    for (uint32_t il = 0; il < m->hp.n_layer; il++) m->recr_layer[il] = (int32_t)il;
-    layout->recr_layer = m->recr_layer;
     layout->n_conv = layer_mamba2_n_conv(&m->hp.ssm);
     layout->n_ssm = layer_mamba2_n_ssm(&m->hp.ssm);
     *data = m;
@@ -106,8 +104,7 @@ static braid_status m2_load(const gguf_file *f, int32_t n_vocab, void **data, bd
 static int32_t m2_n_embd(const void *data) { return (int32_t)((const mamba2 *)data)->hp.n_embd; }
 
 static void m2_hparams_bytes(const void *data, const void **bytes, size_t *len) {
-    *bytes = &((const mamba2 *)data)->hp;
-    *len = sizeof(m2_hparams);
+    layer_map_fingerprint(&((const mamba2 *)data)->map, bytes, len);
 }
 
 typedef struct m2_scratch {

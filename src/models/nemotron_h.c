@@ -52,22 +52,18 @@ typedef struct nemotron_h {
     nh_hparams hp;
     moe_hparams moe;       /* MoE layers (expert_count > 0) */
     layer_attn_shape ash;
-    uint8_t *kinds;        /* [n_layer], for the fingerprint */
-    int32_t *attn_layer, *recr_layer;
+    uint8_t *kinds;        /* [n_layer] NH_* */
+    layer_map map;         /* Mamba2 layers recurrent, attention layers attention, MLP / MoE layers neither */
     bd_weight tok_embd, output_norm, output;
     nh_layer *layers;      /* [n_layer] */
-    uint8_t *fp_bytes;     /* hparams ‖ MoE hparams ‖ kinds */
-    size_t fp_len;
 } nemotron_h;
 
 static void nh_free(void *data) {
     nemotron_h *m = data;
     if (!m) return;
     bd_free(m->kinds);
-    bd_free(m->attn_layer);
-    bd_free(m->recr_layer);
+    layer_map_free(&m->map);
     bd_free(m->layers);
-    bd_free(m->fp_bytes);
     bd_free(m);
 }
 
@@ -176,39 +172,28 @@ static braid_status nh_load(const gguf_file *f, int32_t n_vocab, const char *nam
         int found;
         m->hp.n_vocab = (uint32_t)n_vocab;
         m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
-        m->attn_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->recr_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->fp_len = sizeof m->hp + sizeof m->moe + hp->n_layer;
-        m->fp_bytes = bd_malloc(m->fp_len);
         ff = bd_calloc(hp->n_layer_all, sizeof *ff);
-        if (!m->layers || !m->attn_layer || !m->recr_layer || !m->fp_bytes || !ff)
-            st = bd_error(BRAID_E_NOMEM, "nemotron_h: out of memory");
+        if (!m->layers || !ff) st = bd_error(BRAID_E_NOMEM, "nemotron_h: out of memory");
+        if (st == BRAID_OK) st = layer_map_init(&m->map, name, hp->n_layer);
         if (st == BRAID_OK) st = bd_key_u32_per_layer(&l, "feed_forward_length", hp->n_layer_all, 0, ff, &found);
     }
     if (st == BRAID_OK) st = nh_bind(m, &l, ff);
     bd_free(ff);
     bd_loader_free(&l);
+    for (uint32_t il = 0; st == BRAID_OK && il < hp->n_layer; il++)
+        m->map.kind[il] = m->kinds[il] == NH_MAMBA ? LAYER_MEM_RECR : m->kinds[il] == NH_ATTN ? LAYER_MEM_ATTN
+                                                                                            : LAYER_MEM_NONE;
+    if (st == BRAID_OK)
+        st = layer_map_layout(&m->map, name, hp->n_layer, 1, &m->hp, sizeof m->hp, &m->moe, sizeof m->moe, layout);
     if (st != BRAID_OK) {
         nh_free(m);
         return st;
     }
-    memset(layout, 0, sizeof *layout);
-    layout->n_layer = (int32_t)hp->n_layer;
-    layout->n_pos_per_token = 1;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        nh_layer *L = &m->layers[il];
-        if (L->kind == NH_MAMBA) L->slot = layout->n_recr, m->recr_layer[layout->n_recr++] = (int32_t)il;
-        else if (L->kind == NH_ATTN) L->slot = layout->n_attn, m->attn_layer[layout->n_attn++] = (int32_t)il;
-    }
-    layout->attn_layer = m->attn_layer;
-    layout->recr_layer = m->recr_layer;
+    for (uint32_t il = 0; il < hp->n_layer; il++) m->layers[il].slot = m->map.slot[il];
     layout->n_embd_k = (int32_t)(hp->head_dim * hp->n_head_kv);
     layout->n_embd_v = layout->n_embd_k;
     layout->n_conv = layer_mamba2_n_conv(&hp->ssm);
     layout->n_ssm = layer_mamba2_n_ssm(&hp->ssm);
-    memcpy(m->fp_bytes, &m->hp, sizeof m->hp);
-    memcpy(m->fp_bytes + sizeof m->hp, &m->moe, sizeof m->moe);
-    memcpy(m->fp_bytes + sizeof m->hp + sizeof m->moe, m->kinds, hp->n_layer);
     *data = m;
     return BRAID_OK;
 }
@@ -216,9 +201,7 @@ static braid_status nh_load(const gguf_file *f, int32_t n_vocab, const char *nam
 static int32_t nh_n_embd(const void *data) { return (int32_t)((const nemotron_h *)data)->hp.n_embd; }
 
 static void nh_hparams_bytes(const void *data, const void **bytes, size_t *len) {
-    const nemotron_h *m = data;
-    *bytes = m->fp_bytes;
-    *len = m->fp_len;
+    layer_map_fingerprint(&((const nemotron_h *)data)->map, bytes, len);
 }
 
 typedef struct nh_scratch {

@@ -88,8 +88,7 @@ typedef struct qwen35 {
     int32_t n_pos;       /* position components per row in bd_fwd_batch.pos: 4 (M-RoPE) or 1 (qwen3next) */
     bd_rope rope;          /* IMROPE with the sections (qwen3next: NEOX) */
     layer_attn_shape ash;  /* the attention block's options */
-    uint8_t *is_recr;                    /* [n_layer] */
-    int32_t *attn_layer, *recr_layer;
+    layer_map map;         /* Gated DeltaNet layers recurrent, the rest attention */
     bd_weight tok_embd;    /* [n_vocab][n_embd] */
     bd_weight output_norm; /* [n_embd] */
     bd_weight output;      /* [n_vocab][n_embd] (token_embd when tied) */
@@ -102,8 +101,6 @@ typedef struct qwen35 {
     bd_weight mtp_embd;    /* [n_vocab][n_embd] nextn.embed_tokens, else token_embd */
     bd_weight mtp_head_norm; /* [n_embd] nextn.shared_head_norm, else output_norm */
     bd_weight mtp_head;    /* [n_vocab][n_embd] nextn.shared_head_head, else output */
-    uint8_t *fp_bytes;     /* hparams ‖ layer kinds (‖ MoE hparams), for the fingerprint */
-    size_t fp_len;
 } qwen35;
 
 /* ---- loading ------------------------------------------------------------------------------------------- */
@@ -111,11 +108,8 @@ typedef struct qwen35 {
 static void qw_free(void *data) {
     qwen35 *m = data;
     if (!m) return;
-    bd_free(m->is_recr);
-    bd_free(m->attn_layer);
-    bd_free(m->recr_layer);
+    layer_map_free(&m->map);
     bd_free(m->layers);
-    bd_free(m->fp_bytes);
     bd_free(m);
 }
 
@@ -158,19 +152,20 @@ static braid_status qw_load_hparams(qwen35 *m, bd_loader *l) {
         st = bd_error(BRAID_E_FORMAT, "qwen35: attention.head_count and feed_forward_length are required");
 
     /* Layer kinds (§1.3). */
-    m->is_recr = bd_calloc(hp->n_layer, 1);
-    if (st == BRAID_OK && !m->is_recr) st = bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
+    if (st == BRAID_OK) st = layer_map_init(&m->map, "qwen35", hp->n_layer);
+    uint8_t *kind = m->map.kind;
     if (st == BRAID_OK) {
         int found;
         st = bd_key_u32_per_layer(l, "attention.recurrent_layers", hp->n_layer_all, 0, tmp, &found);
         if (st == BRAID_OK && found) {
-            for (uint32_t i = 0; i < hp->n_layer; i++) m->is_recr[i] = tmp[i] != 0;
+            for (uint32_t i = 0; i < hp->n_layer; i++) kind[i] = tmp[i] != 0 ? LAYER_MEM_RECR : LAYER_MEM_ATTN;
         } else if (st == BRAID_OK) {
             uint32_t interval = 4;
             st = bd_key_u32(l, "full_attention_interval", 0, &interval);
             if (st == BRAID_OK && interval == 0)
                 st = bd_error(BRAID_E_FORMAT, "qwen35: full_attention_interval is 0");
-            for (uint32_t i = 0; st == BRAID_OK && i < hp->n_layer; i++) m->is_recr[i] = (i + 1) % interval != 0;
+            for (uint32_t i = 0; st == BRAID_OK && i < hp->n_layer; i++)
+                kind[i] = (i + 1) % interval != 0 ? LAYER_MEM_RECR : LAYER_MEM_ATTN;
         }
     }
     bd_free(tmp);
@@ -284,7 +279,7 @@ static braid_status qw_bind(qwen35 *m, bd_loader *l) {
     if (!m->output.data) m->output = m->tok_embd; /* tied */
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         qw_layer *L = &m->layers[il];
-        L->recurrent = m->is_recr[il];
+        L->recurrent = m->map.kind[il] == LAYER_MEM_RECR;
         BD_TRY(bd_bind_layer(l, il, "attn_norm.weight", E, 1, 1, 1, &L->attn_norm));
         BD_TRY(bd_bind_layer(l, il, "post_attention_norm.weight", E, 1, 1, 1, &L->post_norm));
         if (!L->recurrent) {
@@ -336,36 +331,22 @@ static braid_status qw_load(const gguf_file *f, int32_t n_vocab, qw_variant vari
     if (st == BRAID_OK) {
         m->hp.n_vocab = (uint32_t)n_vocab;
         m->layers = bd_calloc(hp->n_layer, sizeof *m->layers);
-        m->attn_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->recr_layer = bd_calloc(hp->n_layer, sizeof(int32_t));
-        m->fp_len = sizeof m->hp + hp->n_layer + (variant != QW_QWEN35 ? sizeof m->moe : 0);
-        m->fp_bytes = bd_malloc(m->fp_len);
-        if (!m->layers || !m->attn_layer || !m->recr_layer || !m->fp_bytes)
-            st = bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
+        if (!m->layers) st = bd_error(BRAID_E_NOMEM, "qwen35: out of memory");
     }
     if (st == BRAID_OK) st = qw_bind(m, &l);
     bd_loader_free(&l);
+    if (st == BRAID_OK)
+        st = layer_map_layout(&m->map, qw_arch_name[variant], hp->n_layer, m->n_pos, &m->hp, sizeof m->hp, &m->moe,
+                              variant != QW_QWEN35 ? sizeof m->moe : 0, layout);
     if (st != BRAID_OK) {
         qw_free(m);
         return st;
     }
-    memset(layout, 0, sizeof *layout);
-    layout->n_layer = (int32_t)hp->n_layer;
-    layout->n_pos_per_token = m->n_pos;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        qw_layer *L = &m->layers[il];
-        if (L->recurrent) L->slot = layout->n_recr, m->recr_layer[layout->n_recr++] = (int32_t)il;
-        else L->slot = layout->n_attn, m->attn_layer[layout->n_attn++] = (int32_t)il;
-    }
-    layout->attn_layer = m->attn_layer;
-    layout->recr_layer = m->recr_layer;
+    for (uint32_t il = 0; il < hp->n_layer; il++) m->layers[il].slot = m->map.slot[il];
     layout->n_embd_k = (int32_t)(hp->head_dim * hp->n_head_kv);
     layout->n_embd_v = layout->n_embd_k;
     layout->n_conv = (int64_t)(hp->d_conv - 1) * hp->conv_dim;
     layout->n_ssm = (int64_t)hp->S * hp->S * hp->H_v;
-    memcpy(m->fp_bytes, &m->hp, sizeof m->hp);
-    memcpy(m->fp_bytes + sizeof m->hp, m->is_recr, hp->n_layer);
-    if (variant != QW_QWEN35) memcpy(m->fp_bytes + sizeof m->hp + hp->n_layer, &m->moe, sizeof m->moe);
     *data = m;
     return BRAID_OK;
 }
@@ -373,9 +354,7 @@ static braid_status qw_load(const gguf_file *f, int32_t n_vocab, qw_variant vari
 static int32_t qw_n_embd(const void *data) { return (int32_t)((const qwen35 *)data)->hp.n_embd; }
 
 static void qw_hparams_bytes(const void *data, const void **bytes, size_t *len) {
-    const qwen35 *m = data;
-    *bytes = m->fp_bytes;
-    *len = m->fp_len;
+    layer_map_fingerprint(&((const qwen35 *)data)->map, bytes, len);
 }
 
 /* ---- scratch --------------------------------------------------------------------------------------------- */
