@@ -73,6 +73,15 @@ void layer_map_free(layer_map *m) {
     memset(m, 0, sizeof *m);
 }
 
+braid_status layer_bind_io(bd_loader *l, int64_t n_embd, int64_t n_vocab, const char *norm_name, bd_weight *tok_embd,
+                           bd_weight *norm, bd_weight *output) {
+    BD_TRY(bd_bind(l, "token_embd.weight", n_embd, n_vocab, 0, 1, tok_embd));
+    BD_TRY(bd_bind(l, norm_name, n_embd, 1, 1, 1, norm));
+    BD_TRY(bd_bind(l, "output.weight", n_embd, n_vocab, 0, 0, output));
+    if (!output->data) *output = *tok_embd; /* tied */
+    return BRAID_OK;
+}
+
 void layer_add_bias(float *y, const bd_weight *b, int32_t T) {
     if (!b->data) return;
     const float *bb = b->data;

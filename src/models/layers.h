@@ -56,6 +56,11 @@ static inline void layer_map_fingerprint(const layer_map *m, const void **bytes,
 }
 void layer_map_free(layer_map *m);
 
+/* Binds token_embd ([n_vocab][n_embd]), the final norm (norm_name: output_norm.weight, or LFM2's
+ * token_embd_norm.weight) and output.weight, which falls back to token_embd when absent (tied embeddings). */
+BRAID_NODISCARD braid_status layer_bind_io(bd_loader *l, int64_t n_embd, int64_t n_vocab, const char *norm_name,
+                                           bd_weight *tok_embd, bd_weight *norm, bd_weight *output);
+
 /* y[t][i] += b[i] for T rows of b->n_in floats; nothing when the bias is absent (b->data NULL). */
 void layer_add_bias(float *y, const bd_weight *b, int32_t T);
 /* Writes one K or V row (n floats) into cell `cell` of a cache of type F32 or F16 (rounded as ggml does). */

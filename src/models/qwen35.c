@@ -273,10 +273,7 @@ static braid_status qw_bind_mtp(qwen35 *m, bd_loader *l) {
 static braid_status qw_bind(qwen35 *m, bd_loader *l) {
     const qw_hparams *hp = &m->hp;
     const int64_t E = hp->n_embd, V = hp->n_vocab;
-    BD_TRY(bd_bind(l, "token_embd.weight", E, V, 0, 1, &m->tok_embd));
-    BD_TRY(bd_bind(l, "output_norm.weight", E, 1, 1, 1, &m->output_norm));
-    BD_TRY(bd_bind(l, "output.weight", E, V, 0, 0, &m->output));
-    if (!m->output.data) m->output = m->tok_embd; /* tied */
+    BD_TRY(layer_bind_io(l, E, V, "output_norm.weight", &m->tok_embd, &m->output_norm, &m->output));
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         qw_layer *L = &m->layers[il];
         L->recurrent = m->map.kind[il] == LAYER_MEM_RECR;
