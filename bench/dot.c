@@ -134,12 +134,14 @@ int main(int argc, char **argv) {
             if (t < hot) hot = t;
             t = time_matvec(braid_dot, dt, w, rb, nwin, act, out, nwin);
             if (t < dram) dram = t;
+#ifdef BRAID_BENCH_ORACLE
             if (ggml_ctx[type]) {
                 t = time_matvec(ggml_dot, ggml_ctx[type], w, rb, 1, act, out, 10);
                 if (t < ghot) ghot = t;
                 t = time_matvec(ggml_dot, ggml_ctx[type], w, rb, nwin, act, out, nwin);
                 if (t < gdram) gdram = t;
             }
+#endif
         }
         if (!ggml_ctx[type]) ghot = gdram = 0;
         const double hot4 = time_matvec4(dt, w, rb, act4, ab, out, 10);

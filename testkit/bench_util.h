@@ -135,6 +135,8 @@ static uint64_t bench_bw_read(const uint64_t *p, size_t n, int loop) {
         if (!avx2_only && __builtin_cpu_supports("avx512f")) return bench_bw_read512(p, n, loop == 2);
         if (__builtin_cpu_supports("avx2")) return bench_bw_read256(p, n, loop == 2);
     }
+#else
+    (void)loop;
 #endif
     /* Four independent accumulators keep the loop load-bound rather than add-latency-bound. */
     uint64_t a = 0, b = 0, c = 0, d = 0;

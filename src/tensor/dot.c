@@ -43,13 +43,17 @@ void bd_dot_fill_level(bd_dot_traits t[BD_TYPE_COUNT], int level) {
         if (row && row->act_from_float) t[ty].vec_dot_type = row->vec_dot_type, t[ty].from_float = row->act_from_float;
     }
     static void (*const scalar[])(bd_dot_traits *) = {bd_dot_fill_scalar};
+    fill_one(t, scalar, 1);
+#if BD_HAVE_X86 /* the *_avx2 / *_avx512 files are built on x86-64 only */
     static void (*const avx2[])(bd_dot_traits *) = {bd_dot_fill_avx2, bd_dot_fill_avx2_mix, bd_gemv_fill_avx2,
                                                     bd_gemm_fill_avx2};
     static void (*const avx512[])(bd_dot_traits *) = {bd_dot_fill_avx512, bd_gemv_fill_avx512,
                                                       bd_gemm_q8_fill_avx512, bd_gemm_k_fill_avx512};
-    fill_one(t, scalar, 1);
     if (level >= BD_SIMD_AVX2) fill_one(t, avx2, (int)(sizeof avx2 / sizeof avx2[0]));
     if (level >= BD_SIMD_AVX512) fill_one(t, avx512, (int)(sizeof avx512 / sizeof avx512[0]));
+#else
+    (void)level;
+#endif
     /* a kernel without the portable activation side would be unusable: not a supported type */
     for (int ty = 0; ty < BD_TYPE_COUNT; ty++)
         if (!t[ty].from_float) memset(&t[ty], 0, sizeof t[ty]);
