@@ -133,11 +133,19 @@ static inline int bd_iq4_xs_scale(const bd_block_iq4_xs *b, int j) {
     return (((b->scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b->scales_h >> (2 * j)) & 3) << 4)) - 32;
 }
 
-/* float -> 8 bits as ggml's x86 build converts (truncation through a 32-bit cvttss2si, keeping the low byte),
- * with the out-of-range case defined: NaN and infinities give x86's INT32_MIN, whose low byte is 0. They occur
- * when a block's largest magnitude is so small (subnormal) that 1/d overflows. */
+/* float -> 8 bits as ggml's build for this CPU converts (truncation to a 32-bit integer, keeping the low byte),
+ * with the out-of-range case defined as that CPU's instruction defines it. Out-of-range values occur when a
+ * block's largest magnitude is so small (subnormal) that 1/d overflows to infinity. x86's cvttss2si gives
+ * INT32_MIN (low byte 0) for NaN and anything out of range; aarch64's fcvtzs saturates (NaN 0, too large
+ * INT32_MAX: low byte 0xff, too small INT32_MIN: 0). */
 static inline uint8_t bd_trunc_low8(float v) {
+#if defined(__aarch64__)
+    if (v != v) return 0;
+    if (v >= 2147483648.0f) return 0xff;
+    if (v < -2147483648.0f) return 0;
+#else
     if (!(v > -2147483648.0f && v < 2147483648.0f)) return 0;
+#endif
     return (uint8_t)((uint32_t)(int32_t)v & 0xff);
 }
 
