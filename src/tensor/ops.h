@@ -1,7 +1,8 @@
 /* ops.h — the compute kernels of a forward pass other than matmul: norms, activations, RoPE, attention over an
- * explicit list of visible cells, causal short convolution with state, the Gated DeltaNet recurrence and the
- * Mamba2 selective scan. The math of each is architectures.md §0.2, §1.6-1.7, §2.1 and §3.3, computed in the
- * order llama.cpp's CPU backend uses, so results agree with it to float rounding.
+ * explicit list of visible cells (and a vision encoder's full attention), causal short convolution with state,
+ * the Gated DeltaNet recurrence and the Mamba2 selective scan. The math of each is architectures.md §0.2,
+ * §1.6-1.7, §2.1 and §3.3, computed in the order llama.cpp's CPU backend uses, so results agree with it to float
+ * rounding.
  *
  * Conventions: row-major buffers with explicit leading dimensions (ld*, in floats) so that views (a head inside
  * a row, q interleaved with its gate) need no copies; an output may alias its input where it says so. Kernels
@@ -96,6 +97,18 @@ size_t bd_attention_scratch_size(const bd_attn *a, int64_t max_visible, int n_th
 braid_status bd_attention(bd_threadpool *tp, const bd_attn *a, int64_t T, const float *q, int64_t ldq,
                           int64_t q_head_stride, const int32_t *const *vis, const int32_t *n_vis, float *o,
                           int64_t ldo, void *scratch, size_t scratch_size);
+
+/* ---- full attention of a set of tokens over all of them (attn_full.c) -------------------------------------- */
+
+/* Scratch bytes bd_attention_full needs for T tokens of n_head heads of head_dim, on n_threads threads. */
+size_t bd_attention_full_scratch_size(int64_t T, int n_head, int head_dim, int n_threads);
+/* For every token t < T and head h: o = softmax(scale · q·Kᵀ) · V over all T tokens, with no mask (a vision
+ * encoder's attention). Head h of token t: q + t*ldq + h*head_dim; k, v and o likewise (ldk, ldv, ldo >=
+ * n_head*head_dim). Dense products per head and block of queries; o must not overlap q, k, v.
+ * Errors: BRAID_E_INVALID for bad shapes or a short scratch. */
+braid_status bd_attention_full(bd_threadpool *tp, int64_t T, int n_head, int head_dim, float scale, const float *q,
+                               int64_t ldq, const float *k, int64_t ldk, const float *v, int64_t ldv, float *o,
+                               int64_t ldo, void *scratch, size_t scratch_size);
 
 /* ---- causal depthwise conv1d with state (conv.c) ------------------------------------------------------------ */
 

@@ -123,8 +123,7 @@ braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32
     if (3 * (int64_t)E > wide) wide = 3 * (int64_t)E;
     if (F > wide) wide = F;
     if (E4 > wide) wide = E4;
-    bd_attn at = {H, H, d, 1.0f / sqrtf((float)d), BRAID_TYPE_F32, NULL, NULL, 0, 0, 0, 0};
-    size_t att_scratch = bd_attention_scratch_size(&at, n, nth);
+    size_t att_scratch = bd_attention_full_scratch_size(n, H, d, nth);
     /* weights are F32, F16 or BF16 (mmproj.c checks): these cover every product */
     size_t mm_scratch = bd_matmul_scratch_size(BRAID_TYPE_F16, wide, n);
     size_t s2 = bd_matmul_scratch_size(BRAID_TYPE_BF16, wide, n);
@@ -134,12 +133,9 @@ braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32
     float *y = bd_mallocn((size_t)n * wide, sizeof(float));
     float *o = bd_mallocn((size_t)(n * E > rows * T ? n * E : rows * T), sizeof(float));
     float *pos = bd_mallocn((size_t)n * E, sizeof(float));
-    int32_t *all = bd_mallocn((size_t)n, sizeof(int32_t));
-    const int32_t **vis = bd_mallocn((size_t)n, sizeof(*vis));
-    int32_t *n_vis = bd_mallocn((size_t)n, sizeof(int32_t));
     void *scratch = bd_malloc(mm_scratch > att_scratch ? mm_scratch : att_scratch);
     braid_status s = BRAID_OK;
-    if (!h || !x || !y || !o || !pos || !all || !vis || !n_vis || !scratch) {
+    if (!h || !x || !y || !o || !pos || !scratch) {
         s = bd_error(BRAID_E_NOMEM, "vision: out of memory for %lld patches", (long long)n);
         goto done;
     }
@@ -198,11 +194,6 @@ braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32
     }
 
     /* 3. the blocks */
-    for (int64_t k = 0; k < n; k++) {
-        all[k] = (int32_t)k;
-        vis[k] = all;
-        n_vis[k] = (int32_t)n;
-    }
     const float theta_scale = powf(10000.0f, -2.0f / (float)(d / 2));
     int ds_slot = 0;
     for (int l = 0; l < mm->n_layer; l++) {
@@ -213,11 +204,8 @@ braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32
             rope_vision(y + k * 3 * E, H, d, TOK_ROW(k), TOK_COL(k), theta_scale);     /* q */
             rope_vision(y + k * 3 * E + E, H, d, TOK_ROW(k), TOK_COL(k), theta_scale); /* k */
         }
-        at.k = y + E;
-        at.v = y + 2 * E;
-        at.k_cell_bytes = at.v_cell_bytes = (size_t)3 * E * sizeof(float);
-        at.k_head_bytes = at.v_head_bytes = (size_t)d * sizeof(float);
-        if ((s = bd_attention(mm->tp, &at, n, y, 3 * E, d, vis, n_vis, o, E, scratch, ws.scratch_size)) != BRAID_OK)
+        if ((s = bd_attention_full(mm->tp, n, H, d, 1.0f / sqrtf((float)d), y, 3 * E, y + E, 3 * E, y + 2 * E, 3 * E,
+                                   o, E, scratch, ws.scratch_size)) != BRAID_OK)
             goto done;
         if ((s = linear(&ws, &L->out, o, n, x, L->out_b)) != BRAID_OK) goto done;
         for (int64_t i = 0; i < n * E; i++) h[i] = x[i] + h[i];
@@ -253,9 +241,6 @@ done:
     bd_free(y);
     bd_free(o);
     bd_free(pos);
-    bd_free(all);
-    bd_free(vis);
-    bd_free(n_vis);
     bd_free(scratch);
     return s;
 }
