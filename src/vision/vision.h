@@ -1,7 +1,8 @@
 /* vision.h — the internal side of the vision encoder (braid_mmproj): the projector's hyperparameters and
  * weights as loaded from the mmproj GGUF (mmproj.c), the preprocessing of an image into the encoder's input
- * (preprocess.c) and the ViT + merger forward pass (vit.c). The math is docs reference/vision.md §1, computed
- * in the order and with the fp16 roundings llama.cpp's CPU path uses, so rows agree with libmtmd's. */
+ * (preprocess.c) and the ViT + merger forward pass (vit.c, its row work in vit_rows.c). The math is docs
+ * reference/vision.md §1, computed in the order and with the fp16 roundings llama.cpp's CPU path uses, so rows
+ * agree with libmtmd's. */
 #ifndef BRAID_VISION_VISION_H
 #define BRAID_VISION_VISION_H
 
@@ -66,7 +67,20 @@ BRAID_NODISCARD braid_status bd_vision_preprocess(const braid_mmproj *mm, const 
 /* The forward pass on preprocessed pixels (tw x th, multiples of 32): rows [nx*ny][n_text*(1+n_ds)] into out. */
 BRAID_NODISCARD braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32_t th, float *out);
 
-/* GELU as ggml computes it on the CPU: through the fp16 table of the tanh approximation (vit.c). */
-void bd_vision_gelu(float *x, int64_t n);
+/* The row work between the ViT's products (vit_rows.c), rows split over the pool; b is a bias of n floats.
+ * y[r] = LayerNorm(x[r]) * w + b over n elements (ggml_norm's sums in double). */
+void bd_vit_layernorm(bd_threadpool *tp, float *y, int64_t ldy, const float *x, int64_t ldx, int64_t n, int64_t rows,
+                      const float *w, const float *b, float eps);
+/* y = gelu(y + b) on rows of n contiguous floats (b may be NULL): GELU as ggml computes it on the CPU, through
+ * the fp16 table of the tanh approximation. */
+void bd_vit_gelu(bd_threadpool *tp, float *y, int64_t n, int64_t rows, const float *b);
+/* h = (y + b) + h on rows of n contiguous floats: a projection's bias, then the residual. */
+void bd_vit_add(bd_threadpool *tp, float *h, const float *y, int64_t n, int64_t rows, const float *b);
+/* The fused qkv rows ([rows][3*n_head*d]: q, k, v) get their bias b, then q and k the vision RoPE of their
+ * token: cs + r*d, from bd_vit_rope_table. */
+void bd_vit_bias_rope(bd_threadpool *tp, float *qkv, int64_t rows, int n_head, int d, const float *b, const float *cs);
+/* The RoPE angles of a patch at (row, col), head size d: cs[j] = cos θ_j, cs[d/2 + j] = sin θ_j for j < d/2,
+ * θ built by repeated float multiplication by theta_scale as ggml's mrope cache does (vision.md §1.8). */
+void bd_vit_rope_table(float *cs, int d, int row, int col, float theta_scale);
 
 #endif

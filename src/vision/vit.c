@@ -5,11 +5,12 @@
  *
  * Tokens are kept in 2x2 block order from the start (block row Y, block column X, then dy, dx), the order
  * llama.cpp permutes to, so the merger is a plain reshape: 4 consecutive tokens form one output row, and
- * output rows come out row-major over the nx x ny grid. Matmuls (bd_matmul) split weight rows over the
- * threads, attention (bd_attention) splits (patch, head) pairs; the rest is a small share of the time.
- * Activations going into F16 / BF16 weights are rounded to that type (bd_matmul does), as ggml's CPU matmul. */
+ * output rows come out row-major over the nx x ny grid. Matmuls (bd_matmul: the prompt GEMM tiles for 16
+ * patches on) split weight rows over the threads; attention is dense products per head (bd_attention_full);
+ * the row work between them (LayerNorm, biases, GELU, RoPE from a per-token table built once) is threaded in
+ * vit_rows.c. Activations going into F16 / BF16 weights are rounded to that type (bd_matmul does), as ggml's
+ * CPU matmul. */
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -18,49 +19,7 @@
 #include "tensor/types.h"
 #include "vision/vision.h"
 
-/* ---- GELU through ggml's fp16 table (GGML_GELU_FP16) ------------------------------------------------------ */
-
-static uint16_t gelu_table[1 << 16];
-static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
-
-static void gelu_init(void) {
-    for (uint32_t i = 0; i < (1u << 16); i++) {
-        float x = bd_fp16_to_fp32((uint16_t)i);
-        float y = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
-        gelu_table[i] = bd_fp32_to_fp16(y);
-    }
-}
-
-void bd_vision_gelu(float *x, int64_t n) {
-    pthread_once(&gelu_once, gelu_init);
-    for (int64_t i = 0; i < n; i++) {
-        if (x[i] <= -10.0f) x[i] = 0.0f;
-        else if (x[i] < 10.0f) x[i] = bd_fp16_to_fp32(gelu_table[bd_fp32_to_fp16(x[i])]);
-    }
-}
-
-/* ---- row helpers ------------------------------------------------------------------------------------------ */
-
-/* LayerNorm of each of `rows` rows of n floats (stride ld) into y (stride ldy): ggml_norm (mean, then the
- * biased variance of x - mean, summed in double), then * w + b. */
-static void layernorm_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int64_t n, int64_t rows, const float *w,
-                           const float *b, float eps) {
-    for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * ldx;
-        float *yr = y + r * ldy;
-        double sum = 0;
-        for (int64_t i = 0; i < n; i++) sum += xr[i];
-        const float mean = (float)(sum / (double)n);
-        double var = 0;
-        for (int64_t i = 0; i < n; i++) {
-            float d = xr[i] - mean;
-            yr[i] = d;
-            var += (double)(d * d);
-        }
-        const float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
-        for (int64_t i = 0; i < n; i++) yr[i] = yr[i] * scale * w[i] + b[i];
-    }
-}
+/* ---- products ---------------------------------------------------------------------------------------------- */
 
 static void add_bias_rows(float *y, int64_t ld, int64_t n, int64_t rows, const float *b) {
     for (int64_t r = 0; r < rows; r++)
@@ -73,37 +32,10 @@ typedef struct vit_ws {
     size_t scratch_size;
 } vit_ws;
 
-/* y[T][m.n] = x[T][m.k] · mᵀ (+ b). bd_matmul rounds x to the weight's vec_dot_type (fp16 for F16), as ggml. */
-static braid_status linear(vit_ws *ws, const bd_vmat *m, float *x, int64_t T, float *y, const float *b) {
-    BD_TRY(bd_matmul(ws->tp, m->type, m->w, m->n, m->k, x, m->k, T, y, m->n, ws->scratch, ws->scratch_size));
-    if (b) add_bias_rows(y, m->n, m->n, T, b);
-    return BRAID_OK;
-}
-
-/* ---- the vision RoPE (GGML_ROPE_TYPE_VISION, sections d/4 x 4) --------------------------------------------- */
-
-/* Rotates pair j = (x_j, x_{j+d/2}) of each of n_head heads of one token by θ_j = row·r^j (j < d/4) or
- * col·r^(j-d/4), θ built by repeated float multiplication as ggml's mrope cache does. */
-static void rope_vision(float *x, int n_head, int d, int row, int col, float theta_scale) {
-    float cs[512], sn[512];
-    const int half = d / 2, quarter = d / 4;
-    float th_r = (float)row, th_c = (float)col;
-    for (int j = 0; j < half; j++) {
-        if (j == quarter) th_c = (float)col; /* the second section starts over (indep_sects) */
-        float th = j < quarter ? th_r : th_c;
-        cs[j] = cosf(th);
-        sn[j] = sinf(th);
-        th_r *= theta_scale;
-        th_c *= theta_scale;
-    }
-    for (int h = 0; h < n_head; h++) {
-        float *v = x + (int64_t)h * d;
-        for (int j = 0; j < half; j++) {
-            float x0 = v[j], x1 = v[j + half];
-            v[j] = x0 * cs[j] - x1 * sn[j];
-            v[j + half] = x0 * sn[j] + x1 * cs[j];
-        }
-    }
+/* y[T][m.n] = x[T][m.k] · mᵀ. bd_matmul rounds x to the weight's vec_dot_type (fp16 for F16), as ggml. Biases
+ * are added by the row op that follows (vit_rows.c). */
+static braid_status linear(vit_ws *ws, const bd_vmat *m, float *x, int64_t T, float *y) {
+    return bd_matmul(ws->tp, m->type, m->w, m->n, m->k, x, m->k, T, y, m->n, ws->scratch, ws->scratch_size);
 }
 
 /* ---- the pass ----------------------------------------------------------------------------------------------- */
@@ -133,9 +65,10 @@ braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32
     float *y = bd_mallocn((size_t)n * wide, sizeof(float));
     float *o = bd_mallocn((size_t)(n * E > rows * T ? n * E : rows * T), sizeof(float));
     float *pos = bd_mallocn((size_t)n * E, sizeof(float));
+    float *rope = bd_mallocn((size_t)n * d, sizeof(float)); /* [n][d]: cos, sin of each token's angles */
     void *scratch = bd_malloc(mm_scratch > att_scratch ? mm_scratch : att_scratch);
     braid_status s = BRAID_OK;
-    if (!h || !x || !y || !o || !pos || !scratch) {
+    if (!h || !x || !y || !o || !pos || !rope || !scratch) {
         s = bd_error(BRAID_E_NOMEM, "vision: out of memory for %lld patches", (long long)n);
         goto done;
     }
@@ -157,8 +90,8 @@ braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32
             }
     }
     const bd_vmat pw0 = {mm->patch_w[0], BRAID_TYPE_F16, E, K}, pw1 = {mm->patch_w[1], BRAID_TYPE_F16, E, K};
-    if ((s = linear(&ws, &pw0, x, n, h, NULL)) != BRAID_OK) goto done;
-    if ((s = linear(&ws, &pw1, x, n, y, NULL)) != BRAID_OK) goto done;
+    if ((s = linear(&ws, &pw0, x, n, h)) != BRAID_OK) goto done;
+    if ((s = linear(&ws, &pw1, x, n, y)) != BRAID_OK) goto done;
     for (int64_t i = 0; i < n * E; i++) h[i] += y[i];
     add_bias_rows(h, E, E, n, mm->patch_b);
 
@@ -195,31 +128,30 @@ braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32
 
     /* 3. the blocks */
     const float theta_scale = powf(10000.0f, -2.0f / (float)(d / 2));
+    for (int64_t k = 0; k < n; k++) bd_vit_rope_table(rope + k * d, d, TOK_ROW(k), TOK_COL(k), theta_scale);
     int ds_slot = 0;
     for (int l = 0; l < mm->n_layer; l++) {
         const bd_vit_layer *L = &mm->layers[l];
-        layernorm_rows(x, E, h, E, E, n, L->ln1_w, L->ln1_b, mm->eps);
-        if ((s = linear(&ws, &L->qkv, x, n, y, L->qkv_b)) != BRAID_OK) goto done;
-        for (int64_t k = 0; k < n; k++) {
-            rope_vision(y + k * 3 * E, H, d, TOK_ROW(k), TOK_COL(k), theta_scale);     /* q */
-            rope_vision(y + k * 3 * E + E, H, d, TOK_ROW(k), TOK_COL(k), theta_scale); /* k */
-        }
+        bd_vit_layernorm(mm->tp, x, E, h, E, E, n, L->ln1_w, L->ln1_b, mm->eps);
+        if ((s = linear(&ws, &L->qkv, x, n, y)) != BRAID_OK) goto done;
+        bd_vit_bias_rope(mm->tp, y, n, H, d, L->qkv_b, rope);
         if ((s = bd_attention_full(mm->tp, n, H, d, 1.0f / sqrtf((float)d), y, 3 * E, y + E, 3 * E, y + 2 * E, 3 * E,
                                    o, E, scratch, ws.scratch_size)) != BRAID_OK)
             goto done;
-        if ((s = linear(&ws, &L->out, o, n, x, L->out_b)) != BRAID_OK) goto done;
-        for (int64_t i = 0; i < n * E; i++) h[i] = x[i] + h[i];
-        layernorm_rows(x, E, h, E, E, n, L->ln2_w, L->ln2_b, mm->eps);
-        if ((s = linear(&ws, &L->up, x, n, y, L->up_b)) != BRAID_OK) goto done;
-        bd_vision_gelu(y, n * F);
-        if ((s = linear(&ws, &L->down, y, n, x, L->down_b)) != BRAID_OK) goto done;
-        for (int64_t i = 0; i < n * E; i++) h[i] = h[i] + x[i];
+        if ((s = linear(&ws, &L->out, o, n, x)) != BRAID_OK) goto done;
+        bd_vit_add(mm->tp, h, x, E, n, L->out_b);
+        bd_vit_layernorm(mm->tp, x, E, h, E, E, n, L->ln2_w, L->ln2_b, mm->eps);
+        if ((s = linear(&ws, &L->up, x, n, y)) != BRAID_OK) goto done;
+        bd_vit_gelu(mm->tp, y, F, n, L->up_b);
+        if ((s = linear(&ws, &L->down, y, n, x)) != BRAID_OK) goto done;
+        bd_vit_add(mm->tp, h, x, E, n, L->down_b);
         if (L->has_ds) {
             /* deepstack: the layer output grouped 2x2 (no post_ln), LayerNorm over 4E, fc1, GELU, fc2 */
-            layernorm_rows(x, E4, h, E4, E4, rows, L->ds_norm_w, L->ds_norm_b, mm->eps);
-            if ((s = linear(&ws, &L->ds_fc1, x, rows, y, L->ds_fc1_b)) != BRAID_OK) goto done;
-            bd_vision_gelu(y, rows * E4);
-            if ((s = linear(&ws, &L->ds_fc2, y, rows, o, L->ds_fc2_b)) != BRAID_OK) goto done;
+            bd_vit_layernorm(mm->tp, x, E4, h, E4, E4, rows, L->ds_norm_w, L->ds_norm_b, mm->eps);
+            if ((s = linear(&ws, &L->ds_fc1, x, rows, y)) != BRAID_OK) goto done;
+            bd_vit_gelu(mm->tp, y, E4, rows, L->ds_fc1_b);
+            if ((s = linear(&ws, &L->ds_fc2, y, rows, o)) != BRAID_OK) goto done;
+            add_bias_rows(o, T, T, rows, L->ds_fc2_b);
             ds_slot++;
             for (int64_t r = 0; r < rows; r++)
                 memcpy(out + r * out_w + (int64_t)ds_slot * T, o + r * T, (size_t)T * sizeof(float));
@@ -227,10 +159,11 @@ braid_status bd_vit_encode(braid_mmproj *mm, const float *pix, int32_t tw, int32
     }
 
     /* 4. post-LayerNorm per patch, the 2x2 merge (a reshape in block order), the merger MLP */
-    layernorm_rows(x, E, h, E, E, n, mm->post_ln_w, mm->post_ln_b, mm->eps);
-    if ((s = linear(&ws, &mm->mm0, x, rows, y, mm->mm0_b)) != BRAID_OK) goto done;
-    bd_vision_gelu(y, rows * E4);
-    if ((s = linear(&ws, &mm->mm2, y, rows, o, mm->mm2_b)) != BRAID_OK) goto done;
+    bd_vit_layernorm(mm->tp, x, E, h, E, E, n, mm->post_ln_w, mm->post_ln_b, mm->eps);
+    if ((s = linear(&ws, &mm->mm0, x, rows, y)) != BRAID_OK) goto done;
+    bd_vit_gelu(mm->tp, y, E4, rows, mm->mm0_b);
+    if ((s = linear(&ws, &mm->mm2, y, rows, o)) != BRAID_OK) goto done;
+    add_bias_rows(o, T, T, rows, mm->mm2_b);
     for (int64_t r = 0; r < rows; r++) memcpy(out + r * out_w, o + r * T, (size_t)T * sizeof(float));
     (void)ny;
 #undef TOK_ROW
@@ -241,6 +174,7 @@ done:
     bd_free(y);
     bd_free(o);
     bd_free(pos);
+    bd_free(rope);
     bd_free(scratch);
     return s;
 }
