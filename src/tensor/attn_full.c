@@ -7,9 +7,11 @@
  * The products are "broadcast" GEMMs C = A·B with B row-major: each step loads a few vectors of one row of B
  * and multiplies them by one broadcast element of each of MR rows of A, so neither operand needs a horizontal
  * sum and any contraction length (the head size 72 of Qwen's ViT, not a multiple of 16) costs nothing extra.
- * Kᵀ is built once per head into scratch so that Q·Kᵀ has this form too; P·V reads V where it is. Column
- * tails are masked. Float order differs from ggml's (as braid's F16 prompt GEMM does); outputs do not depend
- * on the thread count: each (head, query block) item is computed the same way whoever takes it.
+ * Kᵀ is built once per head into scratch so that Q·Kᵀ has this form too, and V is copied to contiguous,
+ * zero-padded rows per head, so the chunk of V a pass keeps in L1 is consecutive lines rather than pieces of
+ * fused qkv rows 13.8 KB apart (Qwen). Column tails are masked. Float order differs from ggml's (as braid's
+ * F16 prompt GEMM does); outputs do not depend on the thread count: each (head, query block) item is computed
+ * the same way whoever takes it.
  *
  * The softmax is ggml's soft_max_ext with a scale and no mask: exp(scale·s − max) with the vector expf of the
  * level (vexp.h), summed, and the row of P·V divided by the sum at the end (one multiply per output instead
@@ -31,6 +33,8 @@ enum {
     FA_KC = 128, /* contraction steps per pass of a product: that many rows of B (V: 128 x 80 floats) stay in L1 */
     FA_ALIGN = 16,
 };
+
+static int64_t round_up(int64_t x) { return (x + FA_ALIGN - 1) / FA_ALIGN * FA_ALIGN; }
 
 typedef struct fa_gemm {
     const float *A, *B;
@@ -66,29 +70,32 @@ static float softmax_row_c(float *y, int64_t n, float scale) {
 
 #if BD_HAVE_X86
 #define FA_INLINE static inline __attribute__((always_inline))
+/* The tiles' short loops over rows and vectors must be unrolled before GCC decides where the accumulator
+ * arrays live, or they stay in memory (a load and a store around every FMA): forced here. */
+#define FA_UNROLL _Pragma("GCC unroll 8")
 
 /* ---- AVX-512: tiles of MR rows x NV vectors of 16 (MR·NV <= 24 accumulators) ------------------------------ */
 
 BD_TARGET_AVX512 FA_INLINE void tile512(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                                        int64_t ldc, __mmask16 last, int acc, const int MR, const int NV) {
     __m512 c[6][5];
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++)
+    FA_UNROLL for (int r = 0; r < MR; r++)
+        FA_UNROLL for (int v = 0; v < NV; v++)
             c[r][v] = !acc ? _mm512_setzero_ps()
                            : v == NV - 1 ? _mm512_maskz_loadu_ps(last, C + r * ldc + 16 * v)
                                          : _mm512_loadu_ps(C + r * ldc + 16 * v);
     for (int64_t k = 0; k < K; k++) {
         const float *b = B + k * ldb;
         __m512 bv[5];
-        for (int v = 0; v < NV; v++)
+        FA_UNROLL for (int v = 0; v < NV; v++)
             bv[v] = v == NV - 1 ? _mm512_maskz_loadu_ps(last, b + 16 * v) : _mm512_loadu_ps(b + 16 * v);
-        for (int r = 0; r < MR; r++) {
+        FA_UNROLL for (int r = 0; r < MR; r++) {
             const __m512 a = _mm512_set1_ps(A[r * lda + k]);
-            for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(a, bv[v], c[r][v]);
+            FA_UNROLL for (int v = 0; v < NV; v++) c[r][v] = _mm512_fmadd_ps(a, bv[v], c[r][v]);
         }
     }
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) {
+    FA_UNROLL for (int r = 0; r < MR; r++)
+        FA_UNROLL for (int v = 0; v < NV; v++) {
             if (v == NV - 1) _mm512_mask_storeu_ps(C + r * ldc + 16 * v, last, c[r][v]);
             else _mm512_storeu_ps(C + r * ldc + 16 * v, c[r][v]);
         }
@@ -149,22 +156,23 @@ BD_TARGET_AVX512 static float softmax_row_512(float *y, int64_t n, float scale) 
 BD_TARGET_AVX2 FA_INLINE void tile256(int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, float *C,
                                      int64_t ldc, __m256i last, int acc, const int MR, const int NV) {
     __m256 c[4][3];
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++)
+    FA_UNROLL for (int r = 0; r < MR; r++)
+        FA_UNROLL for (int v = 0; v < NV; v++)
             c[r][v] = !acc ? _mm256_setzero_ps()
                            : v == NV - 1 ? _mm256_maskload_ps(C + r * ldc + 8 * v, last)
                                          : _mm256_loadu_ps(C + r * ldc + 8 * v);
     for (int64_t k = 0; k < K; k++) {
         const float *b = B + k * ldb;
         __m256 bv[3];
-        for (int v = 0; v < NV; v++) bv[v] = v == NV - 1 ? _mm256_maskload_ps(b + 8 * v, last) : _mm256_loadu_ps(b + 8 * v);
-        for (int r = 0; r < MR; r++) {
+        FA_UNROLL for (int v = 0; v < NV; v++)
+            bv[v] = v == NV - 1 ? _mm256_maskload_ps(b + 8 * v, last) : _mm256_loadu_ps(b + 8 * v);
+        FA_UNROLL for (int r = 0; r < MR; r++) {
             const __m256 a = _mm256_broadcast_ss(A + r * lda + k);
-            for (int v = 0; v < NV; v++) c[r][v] = _mm256_fmadd_ps(a, bv[v], c[r][v]);
+            FA_UNROLL for (int v = 0; v < NV; v++) c[r][v] = _mm256_fmadd_ps(a, bv[v], c[r][v]);
         }
     }
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) {
+    FA_UNROLL for (int r = 0; r < MR; r++)
+        FA_UNROLL for (int v = 0; v < NV; v++) {
             if (v == NV - 1) _mm256_maskstore_ps(C + r * ldc + 8 * v, last, c[r][v]);
             else _mm256_storeu_ps(C + r * ldc + 8 * v, c[r][v]);
         }
@@ -249,19 +257,27 @@ typedef struct fa_job {
     int64_t ldq, ldk, ldv, ldo;
     float *o;
     float *kt; /* [n_head][d][Tp] */
+    float *vp; /* [n_head][T][dp], dp = d rounded up to FA_ALIGN (zero padded) */
     float *s;  /* [nth][FA_QB][Tp] */
 } fa_job;
 
 static void fa_task(void *arg, int ith, int nth) {
     const fa_job *j = arg;
     const int64_t T = j->T, Tp = j->Tp, d = j->d;
-    /* Kᵀ of every head: rows (h, c) split over the threads */
+    const int64_t dp = round_up(d);
+    /* Kᵀ of every head (rows (h, c)) and V per head (rows (h, t)), split over the threads */
     int64_t r0, r1;
     bd_split((int64_t)j->n_head * d, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *src = j->k + (r / d) * d + r % d;
         float *dst = j->kt + r * Tp;
         for (int64_t t = 0; t < T; t++) dst[t] = src[t * j->ldk];
+    }
+    bd_split((int64_t)j->n_head * T, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        float *dst = j->vp + r * dp;
+        memcpy(dst, j->v + (r % T) * j->ldv + (r / T) * d, (size_t)d * sizeof(float));
+        memset(dst + d, 0, (size_t)(dp - d) * sizeof(float));
     }
     bd_threadpool_barrier(j->tp);
 
@@ -276,19 +292,19 @@ static void fa_task(void *arg, int ith, int nth) {
         gemm(&qk);
         for (int64_t i = 0; i < nq; i++) inv[i] = softmax_row(s + i * Tp, T, j->scale);
         float *o = j->o + t0 * j->ldo + h * d;
-        const fa_gemm pv = {s, j->v + h * d, o, nq, d, T, Tp, j->ldv, j->ldo};
+        const fa_gemm pv = {s, j->vp + h * T * dp, o, nq, d, T, Tp, dp, j->ldo};
         gemm(&pv);
         for (int64_t i = 0; i < nq; i++)
             for (int64_t c = 0; c < d; c++) o[i * j->ldo + c] *= inv[i];
     }
 }
 
-static int64_t round_up(int64_t x) { return (x + FA_ALIGN - 1) / FA_ALIGN * FA_ALIGN; }
-
 size_t bd_attention_full_scratch_size(int64_t T, int n_head, int head_dim, int n_threads) {
     if (T <= 0 || n_head <= 0 || head_dim <= 0 || n_threads < 1) return 0;
     const int64_t Tp = round_up(T);
-    return ((size_t)n_head * (size_t)head_dim + (size_t)n_threads * FA_QB) * (size_t)Tp * sizeof(float) + 64;
+    return ((size_t)n_head * (size_t)(head_dim + round_up(head_dim)) + (size_t)n_threads * FA_QB) * (size_t)Tp *
+               sizeof(float) +
+           64;
 }
 
 braid_status bd_attention_full(bd_threadpool *tp, int64_t T, int n_head, int head_dim, float scale, const float *q,
@@ -305,8 +321,9 @@ braid_status bd_attention_full(bd_threadpool *tp, int64_t T, int n_head, int hea
         return bd_error(BRAID_E_INVALID, "attention_full: scratch of %zu bytes, %zu needed", scratch_size, need);
     const int64_t Tp = round_up(T);
     float *base = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    fa_job j = {tp, T, Tp, n_head, head_dim, scale, q, k, v, ldq, ldk, ldv, ldo, o, base,
-                base + (size_t)n_head * (size_t)head_dim * (size_t)Tp};
+    float *vp = base + (size_t)n_head * (size_t)head_dim * (size_t)Tp;
+    fa_job j = {tp, T, Tp, n_head, head_dim, scale, q, k, v, ldq, ldk, ldv, ldo, o, base, vp,
+                vp + (size_t)n_head * (size_t)round_up(head_dim) * (size_t)Tp};
     bd_threadpool_run(tp, fa_task, &j);
     return BRAID_OK;
 }

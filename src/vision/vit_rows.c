@@ -47,7 +47,8 @@ BD_TARGET_AVX512 static void gelu_512(float *y, const float *b, int64_t n) {
         if (b) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, b + i));
         const __m512i h = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
         const __m512 g = _mm512_i32gather_ps(h, gelu_f32, 4);
-        const __mmask16 neg = _mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ), mid = _mm512_cmp_ps_mask(x, hi, _CMP_LT_OQ) & ~neg;
+        const __mmask16 neg = _mm512_cmp_ps_mask(x, lo, _CMP_LE_OQ);
+        const __mmask16 mid = _mm512_cmp_ps_mask(x, hi, _CMP_LT_OQ) & ~neg;
         _mm512_mask_storeu_ps(y + i, m, _mm512_maskz_mov_ps((__mmask16)~neg, _mm512_mask_blend_ps(mid, x, g)));
     }
 }
@@ -60,7 +61,8 @@ BD_TARGET_AVX2 static void gelu_256(float *y, const float *b, int64_t n) {
         if (b) x = _mm256_add_ps(x, _mm256_loadu_ps(b + i));
         const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
         const __m256 g = _mm256_i32gather_ps(gelu_f32, h, 4);
-        const __m256 neg = _mm256_cmp_ps(x, lo, _CMP_LE_OQ), mid = _mm256_andnot_ps(neg, _mm256_cmp_ps(x, hi, _CMP_LT_OQ));
+        const __m256 neg = _mm256_cmp_ps(x, lo, _CMP_LE_OQ);
+        const __m256 mid = _mm256_andnot_ps(neg, _mm256_cmp_ps(x, hi, _CMP_LT_OQ));
         _mm256_storeu_ps(y + i, _mm256_andnot_ps(neg, _mm256_blendv_ps(x, g, mid)));
     }
     gelu_c(y + i, b ? b + i : NULL, n - i);
