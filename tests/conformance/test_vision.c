@@ -4,7 +4,8 @@
  * - braid's image rows equal mtmd's (flash attention off): F32 projector max abs <= 1e-3, F16 <= 2e-3 (mtmd
  *   rounds activations to fp16 there; braid does too, the rest is float order), on images that take every
  *   preprocessing branch: upscaled to the minimum token count, padded, an extreme aspect ratio, an exact
- *   position grid (no interpolation), downscaled to a maximum token count, and a deepstack projector;
+ *   position grid (no interpolation), downscaled to a maximum token count, a deepstack projector, and heads
+ *   of 72 (Qwen's size, not a multiple of the vector widths);
  * - a prompt with two images: the logits after it equal llama.cpp's (max rel <= 1e-4) when braid decodes
  *   mtmd's own rows at braid's grid positions, and stay close (<= 1e-3, same argmax) with braid's rows;
  * - `braid run --mmproj --image` tokenizes the text around images as mtmd does (markers, and images first
@@ -238,6 +239,12 @@ int main(void) {
     CHECK(gen("--arch qwen3vl-mmproj --type f16 --seed 2", "mm-f16.gguf"), "f16 projector");
     CHECK(gen("--arch qwen3vl-mmproj --type f32 --pos-side 8 --seed 3", "mm-s8.gguf"), "projector with an 8x8 grid");
     CHECK(gen("--arch qwen3vl-mmproj --type f32 --layers 3 --deepstack 0,2 --seed 4", "mm-ds.gguf"), "deepstack");
+    /* Qwen's head size, 72: not a multiple of the vector widths (the attention kernels' tails). A smaller weight
+     * std keeps rows of the other projectors' magnitude (~1.5; at 0.05 they reach 4 and the fp16 GELU-table
+     * flips alone pass 2e-3, before and after the dense attention) */
+    CHECK(gen("--arch qwen3vl-mmproj --type f16 --embd 144 --heads 2 --std 0.03 --seed 5", "mm-d72.gguf"), "head 72");
+    CHECK(gen("--arch qwen3vl-mmproj --type f32 --embd 144 --heads 2 --std 0.03 --seed 6", "mm-d72-f32.gguf"),
+          "head size 72, f32");
     const struct {
         const char *name;
         int w, h;
@@ -252,6 +259,8 @@ int main(void) {
     const int32_t set_grid[] = {4, 3, 5, 2, 1, 31, 3, 3};
     check_rows("f32: upscale, pad, 33x1000, 16x16", "mm-f32.gguf", 0, set, 4, 1e-3, set_grid);
     check_rows("f16: upscale, pad, 33x1000, 16x16", "mm-f16.gguf", 0, set, 4, 2e-3, set_grid);
+    check_rows("f16: head size 72", "mm-d72.gguf", 0, set, 4, 2e-3, set_grid);
+    check_rows("f32: head size 72", "mm-d72-f32.gguf", 0, set, 4, 1e-3, set_grid);
     const char *exact[] = {"d.png"};
     const int32_t exact_grid[] = {4, 4};
     check_rows("f32: exact 8x8 position grid", "mm-s8.gguf", 0, exact, 1, 1e-3, exact_grid);
