@@ -437,11 +437,19 @@ static inline const char *bench_type_name(uint32_t t) {
     case 0: return "F32";
     case 1: return "F16";
     case 2: return "Q4_0";
+    case 3: return "Q4_1";
+    case 6: return "Q5_0";
+    case 7: return "Q5_1";
     case 8: return "Q8_0";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K";
     case 12: return "Q4_K";
     case 13: return "Q5_K";
     case 14: return "Q6_K";
+    case 20: return "IQ4_NL";
+    case 23: return "IQ4_XS";
     case 30: return "BF16";
+    case 39: return "MXFP4";
     default: return "?";
     }
 }
