@@ -1,6 +1,6 @@
-/* dot_avx2_mix.c — AVX2 dot products of the types llama.cpp's quantizer mixes in beside the main ones: Q4_1,
- * Q5_0, Q5_1 (x Q8_0 / Q8_1), IQ4_NL, MXFP4 (x Q8_0), Q2_K, Q3_K, IQ4_XS (x Q8_K), and the Q8_1 activation
- * converter.
+/* dot_avx2_mix.c — AVX2 dot products and decode gemv kernels (gemv.h) of the types llama.cpp's quantizer
+ * mixes in beside the main ones: Q4_1, Q5_0, Q5_1 (x Q8_0 / Q8_1), IQ4_NL, MXFP4 (x Q8_0), Q2_K, Q3_K, IQ4_XS
+ * (x Q8_K), and the Q8_1 activation converter.
  *
  * Each keeps exactly the float steps of ggml's x86 vec_dot for the type, which its AVX2 and AVX-512 builds
  * share (dot_scalar.c spells them out): the integer part of a block is computed with the u8 x s8 multiply-add
@@ -41,44 +41,67 @@ AVX2 static inline __m256i dot_us8(__m256i x, __m256i y) {
 /* The same for signed x (|x| <= 127): the sign of x moved onto y. */
 AVX2 static inline __m256i dot_s8(__m256i x, __m256i y) { return dot_us8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x)); }
 
+/* ---- multi-row form ----
+ * Each type's dot product is written once, for R weight rows (1..4) against one activation row: the rows
+ * advance together block by block, each with exactly the chain(s) of its own vec_dot, the activation block
+ * loaded once for all of them. vec_dot is the R = 1 instance and the decode gemv (gemv.h) runs the R = 4 one
+ * over a run of rows, so the two give the same bits by construction. While a group of rows is computed the
+ * same bytes of the next group (pf bytes further on; 0: none) are prefetched into L2: decode streams every
+ * weight once, and the hardware prefetcher alone leaves the memory bandwidth unused (gemv_avx2.c). */
+
+#define INLINE __attribute__((always_inline)) inline
+enum { ROWS_MAX = 4 };
+
+/* Prefetches the len bytes at p + pf (a group of rows further on) into L2, a line at a time. */
+static INLINE void pf_next(const uint8_t *p, size_t pf, size_t len) {
+    if (!pf) return;
+    for (size_t o = 0; o < len; o += 64) _mm_prefetch((const char *)(p + pf + o), _MM_HINT_T1);
+}
+
 /* ---- block-of-32 formats ---- */
 
 /* Q4_1 / Q5_1 (x Q8_1): acc = fma(d_x * d_y, lanes, acc); the minimum terms fused into one float. */
-AVX2 static inline float dot_min32(int64_t nb, const uint8_t *xb, size_t stride, const bd_block_q8_1 *y, int q5) {
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0;
-    for (int64_t i = 0; i < nb; i++, xb += stride) {
-        uint16_t d, m;
-        memcpy(&d, xb, 2);
-        memcpy(&m, xb + 2, 2);
-        summs = fmaf(bd_h2f(m), bd_h2f(y[i].s), summs);
-        __m256i q = nibbles32(xb + (q5 ? 8 : 4));
-        if (q5) q = _mm256_or_si256(q, _mm256_and_si256(bits32(xb + 4), _mm256_set1_epi8(0x10)));
-        const __m256 isum = _mm256_cvtepi32_ps(dot_us8(q, bd_load32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(d) * bd_h2f(y[i].d)), isum, acc);
+AVX2 static INLINE void min32_rows(int64_t nb, size_t stride, const uint8_t *const *rp, const bd_block_q8_1 *y,
+                                   float *out, size_t pf, const int R, const int q5) {
+    __m256 acc[ROWS_MAX];
+    float summs[ROWS_MAX];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps(), summs[r] = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i yv = bd_load32(y[i].qs);
+        const float yd = bd_h2f(y[i].d), ys = bd_h2f(y[i].s);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xb = rp[r] + (size_t)i * stride;
+            if ((i & 3) == 0) pf_next(xb, pf, 4 * stride);
+            uint16_t d, m;
+            memcpy(&d, xb, 2);
+            memcpy(&m, xb + 2, 2);
+            summs[r] = fmaf(bd_h2f(m), ys, summs[r]);
+            __m256i q = nibbles32(xb + (q5 ? 8 : 4));
+            if (q5) q = _mm256_or_si256(q, _mm256_and_si256(bits32(xb + 4), _mm256_set1_epi8(0x10)));
+            const __m256 isum = _mm256_cvtepi32_ps(dot_us8(q, yv));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(d) * yd), isum, acc[r]);
+        }
     }
-    return bd_hsum8(acc) + summs;
+    for (int r = 0; r < R; r++) out[r] = bd_hsum8(acc[r]) + summs[r];
 }
 
-AVX2 static void dot_q4_1_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = dot_min32(n / BD_QK32, vx, sizeof(bd_block_q4_1), vy, 0);
-}
-
-AVX2 static void dot_q5_1_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = dot_min32(n / BD_QK32, vx, sizeof(bd_block_q5_1), vy, 1);
-}
-
-AVX2 static void dot_q5_0_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q5_0 *x = vx;
-    const bd_block_q8_0 *y = vy;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / BD_QK32; i++) {
-        /* levels q - 16 as signed bytes: 0xF0 ored in where the 5th bit is clear */
-        const __m256i q = _mm256_or_si256(nibbles32(x[i].qs), _mm256_andnot_si256(bits32(x[i].qh), _mm256_set1_epi8((char)0xF0)));
-        const __m256 isum = _mm256_cvtepi32_ps(dot_s8(q, bd_load32(y[i].qs)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(x[i].d) * bd_h2f(y[i].d)), isum, acc);
+/* Q5_0 (x Q8_0): levels q - 16 as signed bytes (0xF0 ored in where the 5th bit is clear), one chain. */
+AVX2 static INLINE void q5_0_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_0 *y, float *out,
+                                  size_t pf, const int R) {
+    __m256 acc[ROWS_MAX];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i yv = bd_load32(y[i].qs);
+        const float yd = bd_h2f(y[i].d);
+        for (int r = 0; r < R; r++) {
+            const bd_block_q5_0 *x = (const bd_block_q5_0 *)rp[r] + i;
+            if ((i & 3) == 0) pf_next((const uint8_t *)x, pf, 4 * sizeof *x);
+            const __m256i q = _mm256_or_si256(nibbles32(x->qs), _mm256_andnot_si256(bits32(x->qh), _mm256_set1_epi8((char)0xF0)));
+            const __m256 isum = _mm256_cvtepi32_ps(dot_s8(q, yv));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(x->d) * yd), isum, acc[r]);
+        }
     }
-    *s = bd_hsum8(acc);
+    for (int r = 0; r < R; r++) out[r] = bd_hsum8(acc[r]);
 }
 
 /* 32 table values of nibble indices (IQ4_NL, MXFP4, an IQ4_XS sub-block). */
@@ -88,43 +111,47 @@ AVX2 static inline __m256i table32(const uint8_t *qs, __m128i values) {
                             _mm_shuffle_epi8(values, _mm_and_si128(b, m4)));
 }
 
+/* The scale of an IQ4_NL (fp16) or MXFP4 (E8M0) block. */
+AVX2 static INLINE float table32_d(const uint8_t *xb, int e8m0) {
+    if (e8m0) return bd_e8m0_to_fp32_half(xb[0]);
+    uint16_t h;
+    memcpy(&h, xb, 2);
+    return bd_h2f(h);
+}
+
 /* IQ4_NL / MXFP4 (x Q8_0): two chains over the pairs of blocks, added before the reduction; an odd last
  * block fused into the sum alone. */
-AVX2 static inline float dot_table32(int64_t nb, const uint8_t *xb, size_t stride, const bd_block_q8_0 *y,
-                                     const int8_t *table, int e8m0) {
+AVX2 static INLINE void table32_rows(int64_t nb, size_t stride, const uint8_t *const *rp, const bd_block_q8_0 *y,
+                                     float *out, size_t pf, const int8_t *table, const int R, const int e8m0) {
     const __m128i values = _mm_loadu_si128((const __m128i *)table);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc0[ROWS_MAX], acc1[ROWS_MAX];
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
     const int off = e8m0 ? 1 : 2;
     int64_t i = 0;
-    for (; i + 1 < nb; i += 2, xb += 2 * stride) {
-        const __m256i p0 = dot_s8(table32(xb + off, values), bd_load32(y[i].qs));
-        const __m256i p1 = dot_s8(table32(xb + stride + off, values), bd_load32(y[i + 1].qs));
-        uint16_t h0 = 0, h1 = 0;
-        if (!e8m0) memcpy(&h0, xb, 2), memcpy(&h1, xb + stride, 2);
-        const float d0 = e8m0 ? bd_e8m0_to_fp32_half(xb[0]) : bd_h2f(h0);
-        const float d1 = e8m0 ? bd_e8m0_to_fp32_half(xb[stride]) : bd_h2f(h1);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(y[i].d) * d0), _mm256_cvtepi32_ps(p0), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(y[i + 1].d) * d1), _mm256_cvtepi32_ps(p1), acc1);
+    for (; i + 1 < nb; i += 2) {
+        const __m256i y0 = bd_load32(y[i].qs), y1 = bd_load32(y[i + 1].qs);
+        const float yd0 = bd_h2f(y[i].d), yd1 = bd_h2f(y[i + 1].d);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xb = rp[r] + (size_t)i * stride;
+            if ((i & 3) == 0) pf_next(xb, pf, 4 * stride);
+            const __m256i p0 = dot_s8(table32(xb + off, values), y0);
+            const __m256i p1 = dot_s8(table32(xb + stride + off, values), y1);
+            acc0[r] = _mm256_fmadd_ps(_mm256_set1_ps(yd0 * table32_d(xb, e8m0)), _mm256_cvtepi32_ps(p0), acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(_mm256_set1_ps(yd1 * table32_d(xb + stride, e8m0)), _mm256_cvtepi32_ps(p1), acc1[r]);
+        }
     }
-    float sum = bd_hsum8(_mm256_add_ps(acc0, acc1));
-    if (i < nb) {
-        uint16_t h = 0;
-        if (!e8m0) memcpy(&h, xb, 2);
-        const float d = bd_h2f(y[i].d) * (e8m0 ? bd_e8m0_to_fp32_half(xb[0]) : bd_h2f(h));
-        int total = 0;
-        for (int j = 0; j < 16; j++)
-            total += table[xb[off + j] & 0xF] * y[i].qs[j] + table[xb[off + j] >> 4] * y[i].qs[j + 16];
-        sum = fmaf(d, (float)total, sum);
+    for (int r = 0; r < R; r++) {
+        float sum = bd_hsum8(_mm256_add_ps(acc0[r], acc1[r]));
+        if (i < nb) {
+            const uint8_t *xb = rp[r] + (size_t)i * stride;
+            const float d = bd_h2f(y[i].d) * table32_d(xb, e8m0);
+            int total = 0;
+            for (int j = 0; j < 16; j++)
+                total += table[xb[off + j] & 0xF] * y[i].qs[j] + table[xb[off + j] >> 4] * y[i].qs[j + 16];
+            sum = fmaf(d, (float)total, sum);
+        }
+        out[r] = sum;
     }
-    return sum;
-}
-
-AVX2 static void dot_iq4_nl_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = dot_table32(n / BD_QK32, vx, sizeof(bd_block_iq4_nl), vy, bd_kvalues_iq4nl, 0);
-}
-
-AVX2 static void dot_mxfp4_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = dot_table32(n / BD_QK32, vx, sizeof(bd_block_mxfp4), vy, bd_kvalues_mxfp4, 1);
 }
 
 /* ---- K-quants against Q8_K ---- */
@@ -137,77 +164,156 @@ AVX2 static inline __m256i run32(__m256i q, __m256i y, int s0, int s1) {
 }
 
 /* Q2_K: the mins step, then the levels step, in one chain. */
-AVX2 static void dot_q2_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q2_K *x = vx;
-    const bd_block_q8_K *y = vy;
+AVX2 static INLINE void q2_K_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, float *out, size_t pf,
+                                  const int R) {
     const __m256i m3 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / BD_QK_K; i++) {
-        const __m128i sm = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F)));
-        const __m256i prod = _mm256_madd_epi16(mins, bd_load32(y[i].bsums));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * bd_h2f(x[i].dmin)), _mm256_cvtepi32_ps(prod), acc);
-        __m256i sumi = _mm256_setzero_si256();
+    __m256 acc[ROWS_MAX];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const __m256i bsums = bd_load32(y[i].bsums);
+        __m256i sumi[ROWS_MAX];
+        for (int r = 0; r < R; r++) {
+            const bd_block_q2_K *x = (const bd_block_q2_K *)rp[r] + i;
+            pf_next((const uint8_t *)x, pf, sizeof *x);
+            const __m128i sm = _mm_loadu_si128((const __m128i *)x->scales);
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F)));
+            const __m256i prod = _mm256_madd_epi16(mins, bsums);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * bd_h2f(x->dmin)), _mm256_cvtepi32_ps(prod), acc[r]);
+            sumi[r] = _mm256_setzero_si256();
+        }
         for (int c = 0; c < 2; c++) {
-            const __m256i bits = bd_load32(x[i].qs + 32 * c);
+            __m256i bits[ROWS_MAX];
+            for (int r = 0; r < R; r++) bits[r] = bd_load32(((const bd_block_q2_K *)rp[r] + i)->qs + 32 * c);
             for (int j = 0; j < 4; j++) {
                 const int g = 8 * c + 2 * j; /* the two 16-element groups of this run */
-                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
-                sumi = _mm256_add_epi32(sumi, run32(q, bd_load32(y[i].qs + 128 * c + 32 * j), x[i].scales[g] & 0xF,
-                                                    x[i].scales[g + 1] & 0xF));
+                const __m256i yv = bd_load32(y[i].qs + 128 * c + 32 * j);
+                for (int r = 0; r < R; r++) {
+                    const uint8_t *sc = ((const bd_block_q2_K *)rp[r] + i)->scales;
+                    const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits[r], 2 * j), m3);
+                    sumi[r] = _mm256_add_epi32(sumi[r], run32(q, yv, sc[g] & 0xF, sc[g + 1] & 0xF));
+                }
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * bd_h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        for (int r = 0; r < R; r++) {
+            const bd_block_q2_K *x = (const bd_block_q2_K *)rp[r] + i;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * bd_h2f(x->d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
     }
-    *s = bd_hsum8(acc);
+    for (int r = 0; r < R; r++) out[r] = bd_hsum8(acc[r]);
 }
 
-/* Q3_K: levels 0..7 (low two bits, plus 4 where the hmask bit is set) times y, minus 4 * y: q - 4. */
-AVX2 static void dot_q3_K_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q3_K *x = vx;
-    const bd_block_q8_K *y = vy;
+/* Q3_K: levels 0..7 (low two bits, plus 4 where the hmask bit is set) times y, minus 4 * y: q - 4. The
+ * activation side of that subtraction (4 * y, pairs) is formed once for all rows. */
+AVX2 static INLINE void q3_K_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, float *out, size_t pf,
+                                  const int R) {
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / BD_QK_K; i++) {
-        int sc[16];
-        for (int j = 0; j < 16; j++) sc[j] = bd_q3_K_scale(x[i].scales, j);
-        const __m256i hbits = bd_load32(x[i].hmask);
-        __m256i sumi = _mm256_setzero_si256();
+    __m256 acc[ROWS_MAX];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        int sc[ROWS_MAX][16];
+        __m256i hbits[ROWS_MAX], sumi[ROWS_MAX];
+        for (int r = 0; r < R; r++) {
+            const bd_block_q3_K *x = (const bd_block_q3_K *)rp[r] + i;
+            pf_next((const uint8_t *)x, pf, sizeof *x);
+            for (int j = 0; j < 16; j++) sc[r][j] = bd_q3_K_scale(x->scales, j);
+            hbits[r] = bd_load32(x->hmask);
+            sumi[r] = _mm256_setzero_si256();
+        }
         for (int c = 0; c < 2; c++) {
-            const __m256i bits = bd_load32(x[i].qs + 32 * c);
+            __m256i bits[ROWS_MAX];
+            for (int r = 0; r < R; r++) bits[r] = bd_load32(((const bd_block_q3_K *)rp[r] + i)->qs + 32 * c);
             for (int j = 0; j < 4; j++) {
                 const int b = 4 * c + j, g = 8 * c + 2 * j;
-                const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
-                const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hbits, b), one);
-                const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(h, 2)); /* 0..7 */
                 const __m256i yv = bd_load32(y[i].qs + 128 * c + 32 * j);
-                const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), _mm256_maddubs_epi16(four, yv));
-                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)sc[g + 1]), _mm_set1_epi16((short)sc[g]));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scv, p16));
+                const __m256i y4 = _mm256_maddubs_epi16(four, yv);
+                for (int r = 0; r < R; r++) {
+                    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits[r], 2 * j), m3);
+                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hbits[r], b), one);
+                    const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(h, 2)); /* 0..7 */
+                    const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), y4);
+                    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)sc[r][g + 1]), _mm_set1_epi16((short)sc[r][g]));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(scv, p16));
+                }
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * bd_h2f(x[i].d)), _mm256_cvtepi32_ps(sumi), acc);
+        for (int r = 0; r < R; r++) {
+            const bd_block_q3_K *x = (const bd_block_q3_K *)rp[r] + i;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * bd_h2f(x->d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
     }
-    *s = bd_hsum8(acc);
+    for (int r = 0; r < R; r++) out[r] = bd_hsum8(acc[r]);
 }
 
 /* IQ4_XS: table values, signed 6-bit scales per 32, one chain. */
-AVX2 static void dot_iq4_xs_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_iq4_xs *x = vx;
-    const bd_block_q8_K *y = vy;
+AVX2 static INLINE void iq4_xs_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, float *out,
+                                    size_t pf, const int R) {
     const __m128i values = _mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / BD_QK_K; i++) {
-        __m256i sumi = _mm256_setzero_si256();
-        for (int ib = 0; ib < BD_QK_K / 32; ib++) {
-            const __m256i q = table32(x[i].qs + 16 * ib, values), yv = bd_load32(y[i].qs + 32 * ib);
-            const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(yv, q));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16((short)bd_iq4_xs_scale(&x[i], ib))));
+    __m256 acc[ROWS_MAX];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m256i sumi[ROWS_MAX];
+        for (int r = 0; r < R; r++) {
+            pf_next(rp[r] + (size_t)i * sizeof(bd_block_iq4_xs), pf, sizeof(bd_block_iq4_xs));
+            sumi[r] = _mm256_setzero_si256();
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
+        for (int ib = 0; ib < BD_QK_K / 32; ib++) {
+            const __m256i yv = bd_load32(y[i].qs + 32 * ib);
+            for (int r = 0; r < R; r++) {
+                const bd_block_iq4_xs *x = (const bd_block_iq4_xs *)rp[r] + i;
+                const __m256i q = table32(x->qs + 16 * ib, values);
+                const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(yv, q));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p16, _mm256_set1_epi16((short)bd_iq4_xs_scale(x, ib))));
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const bd_block_iq4_xs *x = (const bd_block_iq4_xs *)rp[r] + i;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(bd_h2f(x->d) * y[i].d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
     }
-    *s = bd_hsum8(acc);
+    for (int r = 0; r < R; r++) out[r] = bd_hsum8(acc[r]);
 }
+
+/* ---- the table's entry points: vec_dot (one row) and gemv (a run of rows, 4 at a time) ---- */
+
+/* CALL(rp, out, pf, R) runs the rows kernel (nb blocks of QK elements, activations vy). */
+#define MIX_KERNELS(dot_name, gemv_name, QK, CALL)                                                              \
+    AVX2 static void dot_name(int64_t n, float *s, const void *vx, const void *vy) {                            \
+        const int64_t nb = n / (QK);                                                                            \
+        const uint8_t *rp[1] = {vx};                                                                            \
+        (void)vy;                                                                                               \
+        CALL(rp, s, 0, 1);                                                                                      \
+    }                                                                                                           \
+    AVX2 static void gemv_name(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *vy) { \
+        const int64_t nb = n / (QK);                                                                            \
+        const uint8_t *W = w;                                                                                   \
+        int64_t r = 0;                                                                                          \
+        for (; r + ROWS_MAX <= nrows; r += ROWS_MAX) {                                                          \
+            const uint8_t *rp[ROWS_MAX];                                                                        \
+            for (int k = 0; k < ROWS_MAX; k++) rp[k] = W + (size_t)(r + k) * wrow;                              \
+            CALL(rp, s + r, ROWS_MAX * wrow, ROWS_MAX);                                                         \
+        }                                                                                                       \
+        for (; r < nrows; r++) {                                                                                \
+            const uint8_t *rp[1] = {W + (size_t)r * wrow};                                                      \
+            CALL(rp, s + r, 0, 1);                                                                              \
+        }                                                                                                       \
+    }
+
+#define CALL_Q4_1(rp, out, pf, R) min32_rows(nb, sizeof(bd_block_q4_1), rp, vy, out, pf, R, 0)
+#define CALL_Q5_1(rp, out, pf, R) min32_rows(nb, sizeof(bd_block_q5_1), rp, vy, out, pf, R, 1)
+#define CALL_Q5_0(rp, out, pf, R) q5_0_rows(nb, rp, vy, out, pf, R)
+#define CALL_IQ4_NL(rp, out, pf, R) table32_rows(nb, sizeof(bd_block_iq4_nl), rp, vy, out, pf, bd_kvalues_iq4nl, R, 0)
+#define CALL_MXFP4(rp, out, pf, R) table32_rows(nb, sizeof(bd_block_mxfp4), rp, vy, out, pf, bd_kvalues_mxfp4, R, 1)
+#define CALL_Q2_K(rp, out, pf, R) q2_K_rows(nb, rp, vy, out, pf, R)
+#define CALL_Q3_K(rp, out, pf, R) q3_K_rows(nb, rp, vy, out, pf, R)
+#define CALL_IQ4_XS(rp, out, pf, R) iq4_xs_rows(nb, rp, vy, out, pf, R)
+MIX_KERNELS(dot_q4_1_q8_1, gemv_q4_1, BD_QK32, CALL_Q4_1)
+MIX_KERNELS(dot_q5_1_q8_1, gemv_q5_1, BD_QK32, CALL_Q5_1)
+MIX_KERNELS(dot_q5_0_q8_0, gemv_q5_0, BD_QK32, CALL_Q5_0)
+MIX_KERNELS(dot_iq4_nl_q8_0, gemv_iq4_nl, BD_QK32, CALL_IQ4_NL)
+MIX_KERNELS(dot_mxfp4_q8_0, gemv_mxfp4, BD_QK32, CALL_MXFP4)
+MIX_KERNELS(dot_q2_K_q8_K, gemv_q2_K, BD_QK_K, CALL_Q2_K)
+MIX_KERNELS(dot_q3_K_q8_K, gemv_q3_K, BD_QK_K, CALL_Q3_K)
+MIX_KERNELS(dot_iq4_xs_q8_K, gemv_iq4_xs, BD_QK_K, CALL_IQ4_XS)
 
 /* ---- Q8_1 activations, as ggml's x86 backend makes them ---- */
 
@@ -252,4 +358,12 @@ void bd_dot_fill_avx2_mix(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q2_K].vec_dot = dot_q2_K_q8_K;
     t[BD_TYPE_Q3_K].vec_dot = dot_q3_K_q8_K;
     t[BD_TYPE_IQ4_XS].vec_dot = dot_iq4_xs_q8_K;
+    t[BD_TYPE_Q4_1].gemv = gemv_q4_1;
+    t[BD_TYPE_Q5_1].gemv = gemv_q5_1;
+    t[BD_TYPE_Q5_0].gemv = gemv_q5_0;
+    t[BD_TYPE_IQ4_NL].gemv = gemv_iq4_nl;
+    t[BD_TYPE_MXFP4].gemv = gemv_mxfp4;
+    t[BD_TYPE_Q2_K].gemv = gemv_q2_K;
+    t[BD_TYPE_Q3_K].gemv = gemv_q3_K;
+    t[BD_TYPE_IQ4_XS].gemv = gemv_iq4_xs;
 }

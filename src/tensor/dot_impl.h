@@ -18,8 +18,8 @@
 
 void bd_dot_fill_scalar(bd_dot_traits table[BD_TYPE_COUNT]); /* dot_scalar.c: a vec_dot for every weight type */
 /* AVX2 + FMA + F16C: the dot products (dot_avx2.c; the mix types' in dot_avx2_mix.c, which the AVX-512 level
- * keeps: ggml's AVX-512 builds run the same 256-bit code for them), the decode gemv kernels (gemv_avx2.c; the
- * AVX-512 level keeps them for the types it has none for), the prompt GEMMs (gemm_avx2.c, with AVX-VNNI where
+ * keeps: ggml's AVX-512 builds run the same 256-bit code for them; with their decode gemv kernels), the decode
+ * gemv kernels (gemv_avx2.c; the AVX-512 level keeps them for the types it has none for), the prompt GEMMs (gemm_avx2.c, with AVX-VNNI where
  * the CPU has it). */
 void bd_dot_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_dot_fill_avx2_mix(bd_dot_traits table[BD_TYPE_COUNT]);

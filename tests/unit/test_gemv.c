@@ -22,8 +22,10 @@ static float frand(void) { /* uniform in [-1, 1), with an occasional large value
     return (rng & 63) == 0 ? v * 50.0f : v;
 }
 
-static const uint32_t types[] = {BRAID_TYPE_F16, BRAID_TYPE_BF16, BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_0,
-                                 BRAID_TYPE_Q4_K, BRAID_TYPE_Q5_K, BRAID_TYPE_Q6_K};
+static const uint32_t types[] = {BRAID_TYPE_F16,  BRAID_TYPE_BF16,   BRAID_TYPE_Q8_0,  BRAID_TYPE_Q4_0,
+                                 BRAID_TYPE_Q4_K,  BRAID_TYPE_Q5_K,   BRAID_TYPE_Q6_K,  BRAID_TYPE_Q4_1,
+                                 BRAID_TYPE_Q5_0,  BRAID_TYPE_Q5_1,   BRAID_TYPE_Q2_K,  BRAID_TYPE_Q3_K,
+                                 BRAID_TYPE_IQ4_NL, BRAID_TYPE_IQ4_XS, BRAID_TYPE_MXFP4};
 
 /* A random matrix of N rows of K elements of type wt (its reference quantizer); caller frees. */
 static uint8_t *make_weights(uint32_t wt, int64_t N, int64_t K) {
