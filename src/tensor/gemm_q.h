@@ -33,9 +33,9 @@ typedef struct bd_gemmq_ops {
     void (*quantize)(const float *x, void *dst, int64_t k);
 } bd_gemmq_ops;
 
-/* The prompt GEMM of a weight type at the SIMD level in use (dot.h's table; gemm_q8.c registers Q8_0 and Q4_0
- * against Q8_0 activations, gemm_k.c the K-quants against Q8_K, both at the AVX-512 VNNI level; gemm_avx2.c all
- * five at the AVX2 level), or NULL. */
+/* The prompt GEMM of a weight type at the SIMD level in use (dot.h's table; gemm_q8.c registers Q8_0, Q4_0 and
+ * Q5_0 against Q8_0 activations, gemm_k.c the K-quants against Q8_K, both at the AVX-512 VNNI level;
+ * gemm_avx2.c all six at the AVX2 level), or NULL. */
 static inline const bd_gemmq_ops *bd_gemmq_get(uint32_t wtype) {
     const bd_dot_traits *dt = bd_dot_traits_get(wtype);
     return dt ? dt->gemm : NULL;

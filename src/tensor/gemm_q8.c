@@ -1,4 +1,4 @@
-/* gemm_q8.c — Q8_0 and Q4_0 weights against Q8_0 activations over many tokens, bit-identical per output to
+/* gemm_q8.c — Q8_0, Q4_0 and Q5_0 weights against Q8_0 activations over many tokens, bit-identical per output to
  * the vec_dot (see gemm_q.h for why and how it is used).
  *
  * The vec_dot's float chain (dot.h, ggml's x86 order): 8 float lanes per output; for each block of 32 in
@@ -14,7 +14,9 @@
  * Layouts (built per call): packed activations, per pair of tokens and block, 128 bytes: the two tokens'
  * offset levels (32 + 32) then their scales (8 copies each). Prepared weights (per thread, for a block of
  * rows, on the stack), per row and block, 64 bytes: the 32 signed levels then the 8 corrections; the block
- * scales as floats after them. Q4_0 rows are decoded to levels - 8 there, so both types share the kernel. */
+ * scales as floats after them. Q4_0 rows are decoded to levels - 8 there and Q5_0 rows to levels - 16, so the
+ * three types share the kernel (Q5_0's vec_dot has the same one chain per output, and so has the tinyBLAS
+ * kernel llama.cpp runs for its prompts). */
 #include "tensor/gemm_q.h"
 
 #include <string.h>
@@ -76,6 +78,22 @@ BD_TARGET_AVX2 static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow
                 const uint8_t *blk = row + (size_t)b * sizeof(bd_block_q8_0);
                 memcpy(&d, blk, 2);
                 q = _mm256_loadu_si256((const __m256i *)(blk + 2));
+            } else if (wtype == BD_TYPE_Q5_0) { /* Q4_0's nibbles, the 5th bit of element j in bit j of qh */
+                const bd_block_q5_0 *blk = (const bd_block_q5_0 *)row + b;
+                uint32_t qh;
+                d = blk->d;
+                memcpy(&qh, blk->qh, 4);
+                const __m128i v = _mm_loadu_si128((const __m128i *)blk->qs);
+                const __m128i lo = _mm_and_si128(v, low4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), low4);
+                /* byte j: bit j of qh, spread by a byte shuffle of the word and a per-byte bit test */
+                const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh),
+                                                           _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                                                             0x0101010101010101, 0));
+                const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+                const __m256i h16 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit),
+                                                     _mm256_set1_epi8(16));
+                q = _mm256_sub_epi8(_mm256_or_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1), h16),
+                                    _mm256_set1_epi8(16));
             } else { /* Q4_0: element j in the low nibble of byte j, j+16 in the high one */
                 const uint8_t *blk = row + (size_t)b * sizeof(bd_block_q4_0);
                 memcpy(&d, blk, 2);
@@ -206,6 +224,7 @@ static const bd_gemmq_ops q8_ops = {bd_gemmq8_pack_size, bd_gemmq8_pack, q8_rows
 void bd_gemm_q8_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q8_0].gemm = &q8_ops;
     t[BD_TYPE_Q4_0].gemm = &q8_ops;
+    t[BD_TYPE_Q5_0].gemm = &q8_ops;
 }
 
 #else
