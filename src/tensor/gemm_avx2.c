@@ -1,4 +1,4 @@
-/* gemm_avx2.c — the prompt GEMMs of gemm_q.h for CPUs without AVX-512: Q8_0, Q4_0, Q5_0 (x Q8_0) and Q4_K, Q5_K,
+/* gemm_avx2.c — the prompt GEMMs of gemm_q.h for CPUs without AVX-512: Q8_0, Q4_0, Q5_0, IQ4_NL (x Q8_0) and Q4_K, Q5_K,
  * Q6_K (x Q8_K) with AVX2 integer multiply-adds, and with AVX-VNNI (the 256-bit VEX vpdpbusd / vpdpwssd of
  * Alder Lake and later client CPUs, Zen 5) where CPUID has it. Every output is bit-identical to the type's
  * vec_dot (dot.h), as the AVX-512 kernels' are.
@@ -394,7 +394,8 @@ static const bd_gemmq_ops k6a_ops = {bd_gemmk_pack_size, bd_gemmk6_pack, ka_rows
 void bd_gemm_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q8_0].gemm = &q8a_ops;
     t[BD_TYPE_Q4_0].gemm = &q8a_ops;
-    t[BD_TYPE_Q5_0].gemm = &q8a_ops; /* q8_prep decodes it to signed levels: Q4_0's path */
+    t[BD_TYPE_Q5_0].gemm = &q8a_ops; /* q8_prep decodes these two to signed levels: Q4_0's path */
+    t[BD_TYPE_IQ4_NL].gemm = &q8a_ops; /* (tinyBLAS's order, which llama.cpp's prompts have: gemm_q8.c) */
     t[BD_TYPE_Q4_K].gemm = &k45a_ops;
     t[BD_TYPE_Q5_K].gemm = &k45a_ops;
     t[BD_TYPE_Q6_K].gemm = &k6a_ops;

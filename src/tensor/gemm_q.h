@@ -1,5 +1,6 @@
 /* gemm_q.h — integer GEMM for quantized weights over many tokens (the prompt path of matmul.c), with every
- * output bit-identical to the weight type's vec_dot (dot.h) on that weight row and activation row.
+ * output bit-identical to the weight type's vec_dot (dot.h) on that weight row and activation row (one
+ * exception, IQ4_NL: bit-identical to llama.cpp's prompt kernel for it instead, gemm_q8.c says why).
  *
  * Why bit-identical: ggml computes a prompt's quantized products in its vec_dot order, so llama.cpp's prefill
  * and token-by-token logits agree exactly; braid must too (design contract). In a quantized dot the integer
@@ -33,9 +34,9 @@ typedef struct bd_gemmq_ops {
     void (*quantize)(const float *x, void *dst, int64_t k);
 } bd_gemmq_ops;
 
-/* The prompt GEMM of a weight type at the SIMD level in use (dot.h's table; gemm_q8.c registers Q8_0, Q4_0 and
- * Q5_0 against Q8_0 activations, gemm_k.c the K-quants against Q8_K, both at the AVX-512 VNNI level;
- * gemm_avx2.c all six at the AVX2 level), or NULL. */
+/* The prompt GEMM of a weight type at the SIMD level in use (dot.h's table; gemm_q8.c registers Q8_0, Q4_0,
+ * Q5_0 and IQ4_NL against Q8_0 activations, gemm_k.c the K-quants against Q8_K, both at the AVX-512 VNNI level;
+ * gemm_avx2.c all seven at the AVX2 level), or NULL. */
 static inline const bd_gemmq_ops *bd_gemmq_get(uint32_t wtype) {
     const bd_dot_traits *dt = bd_dot_traits_get(wtype);
     return dt ? dt->gemm : NULL;

@@ -1,5 +1,5 @@
-/* gemm_q8.c — Q8_0, Q4_0 and Q5_0 weights against Q8_0 activations over many tokens, bit-identical per output to
- * the vec_dot (see gemm_q.h for why and how it is used).
+/* gemm_q8.c — Q8_0, Q4_0, Q5_0 and IQ4_NL weights against Q8_0 activations over many tokens, bit-identical per
+ * output to the vec_dot (IQ4_NL: to llama.cpp's prompt kernel, below; see gemm_q.h for why and how it is used).
  *
  * The vec_dot's float chain (dot.h, ggml's x86 order): 8 float lanes per output; for each block of 32 in
  * order, lane l += (d_w * d_x) * float(sum of the 4 products at positions 4l..4l+3) as one fused multiply-add;
@@ -14,9 +14,11 @@
  * Layouts (built per call): packed activations, per pair of tokens and block, 128 bytes: the two tokens'
  * offset levels (32 + 32) then their scales (8 copies each). Prepared weights (per thread, for a block of
  * rows, on the stack), per row and block, 64 bytes: the 32 signed levels then the 8 corrections; the block
- * scales as floats after them. Q4_0 rows are decoded to levels - 8 there and Q5_0 rows to levels - 16, so the
- * three types share the kernel (Q5_0's vec_dot has the same one chain per output, and so has the tinyBLAS
- * kernel llama.cpp runs for its prompts). */
+ * scales as floats after them. Q4_0 rows are decoded to levels - 8 there, Q5_0 rows to levels - 16 and IQ4_NL
+ * rows to their table's levels, so the four types share the kernel. Q5_0's vec_dot has the same one chain per
+ * output. IQ4_NL's has two (even and odd blocks), but llama.cpp runs llamafile's tinyBLAS for the prompts of
+ * Q8_0, Q4_0, Q5_0 and IQ4_NL, one chain per output for all four: so braid's IQ4_NL prompts have llama.cpp's
+ * prompt bits, and differ from braid's (and llama.cpp's) token-by-token ones by rounding, as llama.cpp's do. */
 #include "tensor/gemm_q.h"
 
 #include <string.h>
@@ -94,6 +96,14 @@ BD_TARGET_AVX2 static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow
                                                      _mm256_set1_epi8(16));
                 q = _mm256_sub_epi8(_mm256_or_si256(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1), h16),
                                     _mm256_set1_epi8(16));
+            } else if (wtype == BD_TYPE_IQ4_NL) { /* Q4_0's nibbles, each an index into the table of levels */
+                const bd_block_iq4_nl *blk = (const bd_block_iq4_nl *)row + b;
+                const __m128i values = _mm_loadu_si128((const __m128i *)bd_kvalues_iq4nl);
+                d = blk->d;
+                const __m128i v = _mm_loadu_si128((const __m128i *)blk->qs);
+                const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(v, low4));
+                const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(v, 4), low4));
+                q = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
             } else { /* Q4_0: element j in the low nibble of byte j, j+16 in the high one */
                 const uint8_t *blk = row + (size_t)b * sizeof(bd_block_q4_0);
                 memcpy(&d, blk, 2);
@@ -225,6 +235,7 @@ void bd_gemm_q8_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q8_0].gemm = &q8_ops;
     t[BD_TYPE_Q4_0].gemm = &q8_ops;
     t[BD_TYPE_Q5_0].gemm = &q8_ops;
+    t[BD_TYPE_IQ4_NL].gemm = &q8_ops;
 }
 
 #else

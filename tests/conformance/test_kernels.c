@@ -22,6 +22,7 @@
 #include "oracle_cpu.h"
 #include "tensor/dot.h"
 #include "tensor/dot_impl.h"
+#include "tensor/gemm_q.h"
 #include "tensor/matmul.h"
 #include "tensor/ops.h"
 #include "tensor/types.h"
@@ -306,10 +307,11 @@ static void test_mul_mat(void) {
              * (vec_dot in both) and for a prompt (16+ tokens: llama.cpp's llamafile tinyBLAS, whose order braid's
              * prompt paths have), not for 2..15 tokens (tinyBLAS vs braid's vec_dot). F32 (AVX-512): bit-identical
              * at every K (the K = 2560 pass guards against chunking K). BF16: within tol. */
-            /* Two quantized types where llama.cpp's products of several tokens leave the vec_dot order braid
-             * follows: IQ4_NL from 2 tokens (llamafile's tinyBLAS: one chain, the vec_dot has two) and IQ4_XS
-             * from 8 (ggml's "IQ panel" kernel); within tol there. */
-            const int other_order = (ty == BD_TYPE_IQ4_NL && T >= 2) || (ty == BD_TYPE_IQ4_XS && T >= 8);
+            /* Two quantized types where llama.cpp's products of several tokens leave the vec_dot order: IQ4_NL
+             * from 2 tokens (llamafile's tinyBLAS: one chain, the vec_dot has two; braid's prompt GEMM, from 16
+             * tokens, has tinyBLAS's order too) and IQ4_XS from 8 (ggml's "IQ panel" kernel); within tol there. */
+            const int nl_gemm = ty == BD_TYPE_IQ4_NL && T >= 16 && bd_gemmq_get(ty);
+            const int other_order = (ty == BD_TYPE_IQ4_NL && T >= 2 && !nl_gemm) || (ty == BD_TYPE_IQ4_XS && T >= 8);
             const int quant = ty != BD_TYPE_F32 && ty != BD_TYPE_BF16 && ty != BD_TYPE_F16 && !other_order;
             const int tiles = bd_simd() >= BD_SIMD_AVX2; /* braid's F32 tiles: llama.cpp's tinyBLAS order */
             const int f16_same = (ty == BD_TYPE_F16 && (T == 1 || (T >= 16 && tiles))) ||

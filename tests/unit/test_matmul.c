@@ -156,16 +156,40 @@ static void test_types(bd_threadpool *tp) {
     }
 }
 
+/* IQ4_NL's prompt order (gemm_q8.c: llamafile's tinyBLAS, which llama.cpp runs for its prompts): one chain of
+ * 8 float lanes, per block lane l += (d_x * d_y) * float(sum of the products at 4l..4l+3), then hsum_float_8. */
+static float iq4_nl_prompt_dot(int64_t K, const uint8_t *w, const uint8_t *xq) {
+    static const int8_t values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    float acc[8] = {0};
+    for (int64_t b = 0; b < K / 32; b++) {
+        const uint8_t *wb = w + 18 * b, *xb = xq + 34 * b;
+        uint16_t hw, hx;
+        memcpy(&hw, wb, 2);
+        memcpy(&hx, xb, 2);
+        const float d = bd_fp16_to_fp32(hw) * bd_fp16_to_fp32(hx);
+        for (int l = 0; l < 8; l++) {
+            int32_t sum = 0;
+            for (int e = 4 * l; e < 4 * l + 4; e++) {
+                const int q = e < 16 ? wb[2 + e] & 0xF : wb[2 + e - 16] >> 4;
+                sum += values[q] * (int8_t)xb[2 + e];
+            }
+            acc[l] = fmaf(d, (float)sum, acc[l]);
+        }
+    }
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 /* The contract shared with the decode path (dot.h, matmul.h): for quantized weights every output of a
  * many-token product equals the type's vec_dot on that weight row and that converted activation row, bit for
- * bit, whatever T, the tiling and the thread count (prefill and token-by-token decode give the same logits).
+ * bit, whatever T, the tiling and the thread count (prefill and token-by-token decode give the same logits);
+ * IQ4_NL's prompts (16+ tokens, the GEMM) equal llama.cpp's prompt order instead (iq4_nl_prompt_dot).
  * Shapes are odd on purpose: N not a multiple of the row tile, T not a multiple of the token tile or group. */
 static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
     const uint32_t types[] = {BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_0,   BRAID_TYPE_Q4_K,   BRAID_TYPE_Q5_K,
-                              BRAID_TYPE_Q6_K, BRAID_TYPE_Q5_0,   BRAID_TYPE_Q4_1,   BRAID_TYPE_Q5_1,
-                              BRAID_TYPE_Q2_K, BRAID_TYPE_Q3_K,   BRAID_TYPE_IQ4_NL, BRAID_TYPE_IQ4_XS,
+                              BRAID_TYPE_Q6_K, BRAID_TYPE_Q5_0,   BRAID_TYPE_IQ4_NL, BRAID_TYPE_Q4_1,
+                              BRAID_TYPE_Q5_1, BRAID_TYPE_Q2_K,   BRAID_TYPE_Q3_K,   BRAID_TYPE_IQ4_XS,
                               BRAID_TYPE_MXFP4};
-    const size_t n_gemm = 6; /* the first n_gemm types have an integer GEMM at the AVX2 and AVX-512 levels */
+    const size_t n_gemm = 7; /* the first n_gemm types have an integer GEMM at the AVX2 and AVX-512 levels */
     const int64_t shapes[][3] = {{37, 512, 16}, {5, 256, 17}, {70, 1024, 33}, {13, 768, 50}, {4, 2048, 23},
                                  {130, 256, 64}};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -201,7 +225,10 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
             for (int64_t t = 0; t < T; t++)
                 for (int64_t n = 0; n < N; n++) {
                     float s;
-                    dt->vec_dot(K, &s, Wq + (size_t)n * wrow, xq + (size_t)t * xrow);
+                    if (wt == BRAID_TYPE_IQ4_NL && bd_gemmq_get(wt) && T >= 16)
+                        s = iq4_nl_prompt_dot(K, Wq + (size_t)n * wrow, xq + (size_t)t * xrow);
+                    else
+                        dt->vec_dot(K, &s, Wq + (size_t)n * wrow, xq + (size_t)t * xrow);
                     bad1 += memcmp(&s, &y1[t * ldy + n], 4) != 0;
                     bad2 += memcmp(&s, &y2[t * ldy + n], 4) != 0;
                     bad3 += memcmp(&s, &y3[t * ldy + n], 4) != 0;
