@@ -13,7 +13,7 @@
  *
  * Checks per file: every tensor of the mix is a type braid supports and the model loads; on a prompt of 20
  * tokens, braid's prefill logits against llama.cpp's prefill: top-1 agreement >= 99%, relative max difference
- * < 0.05, and greedy continuations of 12 tokens identical (files with IQ4_NL tensors: see compare()). The dense
+ * < 0.05, and greedy continuations of 12 tokens identical (files with IQ4_XS tensors: see compare()). The dense
  * file gets every preset, the MoE file the ones whose mixes differ (to keep the runtime near a minute). Bit-identity: every quantized dot
  * product of these types is bit-identical to ggml's CPU backend at every level (conformance_dot); the logits
  * themselves also pass through braid's float kernels, which claim ggml's order for the pairs of
@@ -39,7 +39,7 @@
 
 /* The type mix of a GGUF file: count and bytes per tensor type, printed on one line; returns how many tensors
  * have a type braid cannot compute with. */
-static int print_mix(const char *path, const char *label, int *has_iq4_nl) {
+static int print_mix(const char *path, const char *label, int *has_iq4_xs) {
     gguf_file *f = NULL;
     CHECK_STATUS(gguf_open(path, &f), BRAID_OK);
     if (!f) return 1;
@@ -49,7 +49,7 @@ static int print_mix(const char *path, const char *label, int *has_iq4_nl) {
     for (size_t i = 0; i < gguf_n_tensors(f); i++) {
         const gguf_tensor *t = gguf_tensor_at(f, i);
         if (t->type < 64) count[t->type]++, bytes[t->type] += (double)t->nbytes;
-        if (t->type == BRAID_TYPE_IQ4_NL) *has_iq4_nl = 1;
+        if (t->type == BRAID_TYPE_IQ4_XS) *has_iq4_xs = 1;
         if (t->type != BRAID_TYPE_F32 && !bd_type_supported(t->type)) {
             unsupported++;
             printf("    unsupported: %s (%s)\n", t->name, gguf_type_name(t->type));
@@ -86,7 +86,7 @@ static int braid_quantize(const char *in, const char *out, const char *preset) {
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-static void compare(const char *path, const char *label, int exact_claimed, int has_iq4_nl) {
+static void compare(const char *path, const char *label, int exact_claimed, int has_iq4_xs) {
     braid_model *m = NULL;
     CHECK_STATUS(braid_model_load(path, NULL, &m), BRAID_OK);
     if (!m) return;
@@ -109,11 +109,12 @@ static void compare(const char *path, const char *label, int exact_claimed, int 
            "%d/%d, max rel %.3e\n",
            label, ct.top1_equal, ct.rows, ct.max_rel, exact, ct.rows, all_same ? "identical" : "DIFFERS",
            cself.top1_equal, cself.rows, cself.max_rel);
-    if (has_iq4_nl) {
-        /* llama.cpp's prompt runs IQ4_NL through llamafile's tinyBLAS (one chain per output), its decode through
-         * vec_dot (two chains), and braid follows vec_dot in both: so its prefill agrees with llama.cpp token by
-         * token, and against llama.cpp's prefill it must do no worse than llama.cpp itself (25% margin on the
-         * relative difference). The greedy continuations start from different prefills: printed only. */
+    if (has_iq4_xs) {
+        /* llama.cpp's prompt of 8+ tokens runs IQ4_XS through ggml's "IQ panel" kernel, its decode through
+         * vec_dot, and braid follows vec_dot in both: so its prefill agrees with llama.cpp token by token, and
+         * against llama.cpp's prefill it must do no worse than llama.cpp itself (25% margin on the relative
+         * difference). The greedy continuations start from different prefills: printed only. (IQ4_NL's prompts
+         * take llamafile's tinyBLAS in llama.cpp, and braid's prompt GEMM has its order: gemm_q8.c.) */
         CHECK(ct.top1_equal >= cself.top1_equal, "%s: top-1 %d/%d, llama.cpp itself %d", label, ct.top1_equal,
               ct.rows, cself.top1_equal);
         CHECK(ct.max_rel <= 1.25 * cself.max_rel + 1e-6, "%s: max rel %.3e, llama.cpp itself %.3e", label, ct.max_rel,
@@ -190,9 +191,9 @@ int main(void) {
             CHECK(braid_quantize(f16, mine, presets[i].name) == 0, "%s: braid quantize failed", label);
             CHECK(same_bytes(out, mine), "%s: braid quantize's file differs from llama.cpp's", label);
             unlink(mine);
-            int has_iq4_nl = 0;
-            CHECK(print_mix(out, label, &has_iq4_nl) == 0, "%s: tensors of types braid does not support", label);
-            compare(out, label, exact_claimed, has_iq4_nl);
+            int has_iq4_xs = 0;
+            CHECK(print_mix(out, label, &has_iq4_xs) == 0, "%s: tensors of types braid does not support", label);
+            compare(out, label, exact_claimed, has_iq4_xs);
             unlink(out);
         }
         if (a == 0) { /* presets that need an importance matrix: a usage error, and no file left behind */
