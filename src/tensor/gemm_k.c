@@ -1,5 +1,5 @@
-/* gemm_k.c — Q4_K, Q5_K and Q6_K weights against Q8_K activations over many tokens, bit-identical per output
- * to the vec_dot (see gemm_q.h for why and how it is used).
+/* gemm_k.c — Q4_K, Q5_K, Q6_K (and Q2_K, Q3_K, IQ4_XS: the kx kinds below) weights against Q8_K activations
+ * over many tokens, bit-identical per output to the vec_dot (see gemm_q.h for why and how it is used).
  *
  * The vec_dot's float structure (dot.h, ggml's x86 order), per super-block of 256:
  * - main chain, 8 lanes: lane l += (d_x * d_w) * float(S_l) as one FMA, S_l the exact integer
@@ -99,6 +99,56 @@ BD_TARGET_AVX2 void bd_gemmk45_pack(const uint8_t *xq, size_t xrow, int64_t K, i
     for (int64_t r = 0; r < K_PAIRS * NB; r++) k_pack_runsums(out + (size_t)r * K_REC);
 }
 
+/* ---- Q2_K, Q3_K, IQ4_XS (the kx kinds) ----
+ * Their vec_dots (dot_avx2_mix.c, ggml's order) have Q6_K's lane structure: per super-block, lane l = the sum
+ * over the 8 runs of 32 of scale(run, 16-group) * level * activation at positions 4l..4l+3, one fused
+ * multiply-add of y.d * d into an 8-lane chain. Q2_K first fuses its mins into the same chain:
+ * lane k += -(y.d * dmin) * float(m[2k] * bs[2k] + m[2k+1] * bs[2k+1]). Levels: Q2_K 0..3, Q3_K 0..7 with the
+ * -4 offset taken per pair of products as its vec_dot does (q * y - 4 * y in int16), IQ4_XS the signed table
+ * values (|q| times y with q's sign: the pair sums stay below int16's limit). They read gemm_k's packed
+ * activations (the Q6_K form: raw runs, the d, the bsums) and K6_WREC-byte records: levels by run @0, the run
+ * scales as 16 int16 per run @256 (element e of the run: scale of group 2s + e / 8), Q2_K's 16 mins as int16
+ * @512, d @544, Q2_K's dmin @548. */
+BD_TARGET_AVX2 static void kx_prep_block(uint32_t wtype, const uint8_t *row, int64_t i, uint8_t *o) {
+    int16_t sc[8][16];
+    float d, dmin = 0;
+    if (wtype == BD_TYPE_IQ4_XS) {
+        const bd_block_iq4_xs *x = (const bd_block_iq4_xs *)row + i;
+        for (int s = 0; s < 8; s++) {
+            for (int l = 0; l < 16; l++) {
+                o[32 * s + l] = (uint8_t)bd_kvalues_iq4nl[x->qs[16 * s + l] & 0xF];
+                o[32 * s + 16 + l] = (uint8_t)bd_kvalues_iq4nl[x->qs[16 * s + l] >> 4];
+            }
+            for (int e = 0; e < 16; e++) sc[s][e] = (int16_t)bd_iq4_xs_scale(x, s);
+        }
+        d = bd_fp16_to_fp32(x->d);
+    } else if (wtype == BD_TYPE_Q3_K) {
+        const bd_block_q3_K *x = (const bd_block_q3_K *)row + i;
+        for (int s = 0; s < 8; s++) {
+            const int c = s / 4, j = s % 4;
+            for (int l = 0; l < 32; l++)
+                o[32 * s + l] = (uint8_t)(((x->qs[32 * c + l] >> (2 * j)) & 3) | (((x->hmask[l] >> s) & 1) << 2));
+            for (int e = 0; e < 16; e++) sc[s][e] = (int16_t)bd_q3_K_scale(x->scales, 2 * s + e / 8);
+        }
+        d = bd_fp16_to_fp32(x->d);
+    } else {
+        const bd_block_q2_K *x = (const bd_block_q2_K *)row + i;
+        for (int s = 0; s < 8; s++) {
+            const int c = s / 4, j = s % 4;
+            for (int l = 0; l < 32; l++) o[32 * s + l] = (uint8_t)((x->qs[32 * c + l] >> (2 * j)) & 3);
+            for (int e = 0; e < 16; e++) sc[s][e] = (int16_t)(x->scales[2 * s + e / 8] & 0xF);
+        }
+        int16_t m[16];
+        for (int e = 0; e < 16; e++) m[e] = (int16_t)(x->scales[e] >> 4);
+        memcpy(o + 512, m, 32);
+        d = bd_fp16_to_fp32(x->d);
+        dmin = bd_fp16_to_fp32(x->dmin);
+    }
+    memcpy(o + 256, sc, sizeof sc);
+    memcpy(o + 544, &d, 4);
+    memcpy(o + 548, &dmin, 4);
+}
+
 /* Rows [0, nr) of W (type wtype) into wp, nr * NB records of wrec bytes. */
 BD_TARGET_AVX2 static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, int64_t nr, uint8_t *wp,
                                 size_t wrec) {
@@ -106,7 +156,9 @@ BD_TARGET_AVX2 static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow,
     for (int64_t r = 0; r < nr; r++) {
         for (int64_t i = 0; i < NB; i++) {
             uint8_t *o = wp + ((size_t)r * (size_t)NB + (size_t)i) * wrec;
-            if (wtype == BD_TYPE_Q6_K) {
+            if (wtype == BD_TYPE_Q2_K || wtype == BD_TYPE_Q3_K || wtype == BD_TYPE_IQ4_XS) {
+                kx_prep_block(wtype, W + (size_t)r * wrow, i, o);
+            } else if (wtype == BD_TYPE_Q6_K) {
                 const bd_block_q6_K *x = (const bd_block_q6_K *)(W + (size_t)r * wrow) + i;
                 for (int hh = 0; hh < 2; hh++) {
                     const __m256i l0 = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * hh));
@@ -273,6 +325,80 @@ GEMMQ_INLINE void k_tile(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB,
             }
 }
 
+/* kx_tile: k_tile for the kx kinds (2: Q2_K, 3: Q3_K, 7: IQ4_XS), same arguments. */
+GEMMQ_INLINE void kx_tile(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB, const uint8_t *ap, size_t aps,
+                          float *y, int64_t ldy, int64_t t0, int64_t T, const int kind, const int R, const int P) {
+    const __m512i four = _mm512_set1_epi8(4), zero = _mm512_setzero_si512();
+    __m512 acc[K_TR][K_TP];
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++) acc[r][p] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < NB; i++) {
+        const uint8_t *arec = ap + (size_t)i * K_REC, *wrec_i = wp + (size_t)i * wrec;
+        if (kind == 2) { /* the mins, fused into the chain before the levels (vec_dot's order) */
+            for (int p = 0; p < P; p++) {
+                const __m512i bs = _mm512_loadu_si512(arec + (size_t)p * aps + K_REC_BS);
+                const __m512 ds = _mm512_loadu_ps(arec + (size_t)p * aps + K_REC_DS);
+                for (int r = 0; r < R; r++) {
+                    const uint8_t *w = wrec_i + r * wps;
+                    float dmin;
+                    memcpy(&dmin, w + 548, 4);
+                    const __m512i ml = _mm512_madd_epi16(bs, _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 512))));
+                    /* fma with -(y.d * dmin) == fnmadd with y.d * dmin (exact negation) */
+                    acc[r][p] = _mm512_fnmadd_ps(_mm512_mul_ps(ds, _mm512_set1_ps(dmin)), _mm512_cvtepi32_ps(ml), acc[r][p]);
+                }
+            }
+        }
+        __m512i is[K_TR][K_TP];
+        for (int r = 0; r < R; r++)
+            for (int p = 0; p < P; p++) is[r][p] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            __m512i lv[K_TR], sc[K_TR];
+            __mmask64 neg[K_TR];
+            for (int r = 0; r < R; r++) {
+                const uint8_t *w = wrec_i + r * wps;
+                lv[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 32 * s)));
+                sc[r] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 256 + 32 * s)));
+                if (kind == 7) neg[r] = _mm512_movepi8_mask(lv[r]), lv[r] = _mm512_abs_epi8(lv[r]);
+            }
+            for (int p = 0; p < P; p++) {
+                const __m512i a = _mm512_loadu_si512(arec + (size_t)p * aps + 64 * s);
+                const __m512i a4 = kind == 3 ? _mm512_maddubs_epi16(four, a) : zero;
+                for (int r = 0; r < R; r++) {
+                    __m512i m;
+                    if (kind == 7) m = _mm512_maddubs_epi16(lv[r], _mm512_mask_sub_epi8(a, neg[r], zero, a));
+                    else m = _mm512_maddubs_epi16(lv[r], a);
+                    if (kind == 3) m = _mm512_sub_epi16(m, a4);
+                    is[r][p] = _mm512_dpwssd_epi32(is[r][p], m, sc[r]);
+                }
+            }
+        }
+        for (int p = 0; p < P; p++) {
+            const __m512 ds = _mm512_loadu_ps(arec + (size_t)p * aps + K_REC_DS);
+            for (int r = 0; r < R; r++) {
+                float d;
+                memcpy(&d, wrec_i + r * wps + 544, 4);
+                acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(ds, _mm512_set1_ps(d)), _mm512_cvtepi32_ps(is[r][p]), acc[r][p]);
+            }
+        }
+    }
+    __m512 v[16];
+    float sums[32];
+    int n = 0;
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++) v[n++] = acc[r][p];
+    for (int i = n; i < 16; i++) v[i] = _mm512_setzero_ps();
+    gemmq_hsum16(v, sums);
+    if (n > 8) gemmq_hsum16(v + 8, sums + 16);
+    n = 0;
+    for (int r = 0; r < R; r++)
+        for (int p = 0; p < P; p++, n++)
+            for (int h = 0; h < 2; h++) {
+                const int64_t t = t0 + 2 * p + h;
+                if (t < T) y[t * ldy + r] = sums[2 * n + h];
+            }
+}
+
 #define K_TILE(KIND, R, P)                                                                                      \
     GEMMQ_TARGET static void k##KIND##_tile_##R##_##P(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB,      \
                                                       const uint8_t *ap, size_t aps, float *y, int64_t ldy,        \
@@ -292,8 +418,18 @@ GEMMQ_INLINE void k_tile(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB,
 K_TILES(4)
 K_TILES(5)
 K_TILES(6)
+#undef K_TILE
+#define K_TILE(KIND, R, P)                                                                                      \
+    GEMMQ_TARGET static void k##KIND##_tile_##R##_##P(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB,      \
+                                                      const uint8_t *ap, size_t aps, float *y, int64_t ldy,        \
+                                                      int64_t t0, int64_t T) {                                     \
+        kx_tile(wp, wps, wrec, NB, ap, aps, y, ldy, t0, T, KIND, R, P);                                          \
+    }
+K_TILES(2)
+K_TILES(3)
+K_TILES(7)
 
-static size_t k_wrec(uint32_t wtype) { return wtype == BD_TYPE_Q6_K ? K6_WREC : K45_WREC; }
+static size_t k_wrec(uint32_t wtype) { return wtype == BD_TYPE_Q4_K || wtype == BD_TYPE_Q5_K ? K45_WREC : K6_WREC; }
 
 /* The row loop shared with the AVX2 kernels (gemm_impl.h). */
 void bd_gemmk_rows_with(const bd_gemmk_tile_fn *tiles, int tp, uint32_t wtype, const uint8_t *W, size_t wrow,
@@ -331,7 +467,12 @@ void bd_gemmk_rows_with(const bd_gemmk_tile_fn *tiles, int tp, uint32_t wtype, c
 
 static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
                    int64_t r0, int64_t r1, float *y, int64_t ldy) {
-    const bd_gemmk_tile_fn(*tiles)[K_TP] = wtype == BD_TYPE_Q6_K ? k6_tiles : wtype == BD_TYPE_Q5_K ? k5_tiles : k4_tiles;
+    const bd_gemmk_tile_fn(*tiles)[K_TP] = wtype == BD_TYPE_Q6_K     ? k6_tiles
+                                           : wtype == BD_TYPE_Q5_K   ? k5_tiles
+                                           : wtype == BD_TYPE_Q2_K   ? k2_tiles
+                                           : wtype == BD_TYPE_Q3_K   ? k3_tiles
+                                           : wtype == BD_TYPE_IQ4_XS ? k7_tiles
+                                                                     : k4_tiles;
     bd_gemmk_rows_with(&tiles[0][0], K_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
 }
 
@@ -395,6 +536,9 @@ void bd_gemm_k_fill_avx512(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q4_K].gemm = &k45_ops;
     t[BD_TYPE_Q5_K].gemm = &k45_ops;
     t[BD_TYPE_Q6_K].gemm = &k6_ops;
+    t[BD_TYPE_Q2_K].gemm = &k6_ops; /* the same packing and records size (kx_prep_block) */
+    t[BD_TYPE_Q3_K].gemm = &k6_ops;
+    t[BD_TYPE_IQ4_XS].gemm = &k6_ops;
 }
 
 #else

@@ -186,10 +186,12 @@ static float iq4_nl_prompt_dot(int64_t K, const uint8_t *w, const uint8_t *xq) {
  * Shapes are odd on purpose: N not a multiple of the row tile, T not a multiple of the token tile or group. */
 static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
     const uint32_t types[] = {BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_0,   BRAID_TYPE_Q4_K,   BRAID_TYPE_Q5_K,
-                              BRAID_TYPE_Q6_K, BRAID_TYPE_Q5_0,   BRAID_TYPE_IQ4_NL, BRAID_TYPE_Q4_1,
-                              BRAID_TYPE_Q5_1, BRAID_TYPE_Q2_K,   BRAID_TYPE_Q3_K,   BRAID_TYPE_IQ4_XS,
+                              BRAID_TYPE_Q6_K, BRAID_TYPE_Q5_0,   BRAID_TYPE_IQ4_NL, BRAID_TYPE_Q2_K,
+                              BRAID_TYPE_Q3_K, BRAID_TYPE_IQ4_XS, BRAID_TYPE_Q4_1,   BRAID_TYPE_Q5_1,
                               BRAID_TYPE_MXFP4};
-    const size_t n_gemm = 7; /* the first n_gemm types have an integer GEMM at the AVX2 and AVX-512 levels */
+    /* the first n_gemm2 types have an integer GEMM at the AVX2 and AVX-512 levels, the first n_gemm512 at
+     * AVX-512 */
+    const size_t n_gemm2 = 7, n_gemm512 = 10;
     const int64_t shapes[][3] = {{37, 512, 16}, {5, 256, 17}, {70, 1024, 33}, {13, 768, 50}, {4, 2048, 23},
                                  {130, 256, 64}};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -199,7 +201,7 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
         CHECK(tt && dt, "type %u has traits and a dot product", wt);
         if (!tt || !dt) continue;
         /* at the AVX2 and AVX-512 levels the prompt must take an integer GEMM, not the vec_dot loop */
-        if (bd_simd() >= BD_SIMD_AVX2 && ti < n_gemm)
+        if ((bd_simd() >= BD_SIMD_AVX2 && ti < n_gemm2) || (bd_simd() >= BD_SIMD_AVX512 && ti < n_gemm512))
             CHECK(bd_gemmq_get(wt) != NULL, "%s: an integer GEMM at kernel level %d", tt->name, bd_simd());
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t N = shapes[si][0], K = shapes[si][1], T = shapes[si][2], ldy = N + 3;
