@@ -26,11 +26,12 @@ void bd_dot_fill_avx2_mix(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemv_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemm_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
 /* AVX-512 F, BW, VL, VNNI (BF16 optional): the dot products (dot_avx512.c), the decode gemv kernels
- * (gemv_avx512.c), the prompt GEMMs (gemm_q8.c, gemm_k.c). */
+ * (gemv_avx512.c), the prompt GEMMs (gemm_q8.c, gemm_k.c, gemm_b32.c). */
 void bd_dot_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemv_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemm_q8_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemm_k_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]);
+void bd_gemm_b32_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]); /* gemm_b32.c: Q4_1, Q5_1, MXFP4 */
 
 /* Levels are simd.h's BD_SIMD_SCALAR..BD_SIMD_AVX512, each needing the CPU features of the one below and more;
  * the dispatcher and the tests that compare levels share these so that they agree on what a CPU supports. */
