@@ -3,7 +3,7 @@
  * Prints: memory bandwidth (streaming read of a buffer far larger than the caches: the roofline's denominator),
  * F32 matmul GFLOP/s in the prompt-processing shape (T=512 tokens, 1024x1024 weights), and matrix-vector
  * (decode) GB/s of weight bytes per weight type. Usage: bench_kernels [-t threads] [-T tokens] [-n N] [-k K]
- * [-r seconds per figure] [-y only this type] [-m MiB of weights per matvec matrix, default 768]. Figures are medians of repeated runs; nothing is asserted. */
+ * [-r seconds per figure] [-y only these types, comma-separated] [-m MiB of weights per matvec matrix, default 768]. Figures are medians of repeated runs; nothing is asserted. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,11 +233,23 @@ static void bench_small_kernels(bd_threadpool *tp, int threads, double budget) {
     }
 }
 
+/* Whether name is one of the comma-separated names of list (case-insensitive). */
+static int listed(const char *list, const char *name) {
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncasecmp(p, name, n)) return 1;
+        p += len + (e != NULL);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int threads = 2;
     int64_t T = 512, N = 1024, K = 1024;
     double budget = 1.0;
-    const char *only = NULL; /* -y TYPE: matvec/matmul figures for that type only */
+    const char *only = NULL; /* -y TYPE[,TYPE...]: matvec/matmul figures for those types only */
     int64_t mib = 768;       /* -m MiB of weights per matvec matrix */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
@@ -285,8 +297,10 @@ int main(int argc, char **argv) {
            2.0 * (double)T * (double)N * (double)K / last_cpu / 1e9);
 
     /* matvec (decode) per type: weight bytes per second; the matrix is bigger than the caches */
-    const uint32_t types[] = {BRAID_TYPE_F32, BRAID_TYPE_F16, BRAID_TYPE_BF16, BRAID_TYPE_Q8_0,
-                              BRAID_TYPE_Q4_0, BRAID_TYPE_Q4_K, BRAID_TYPE_Q5_K, BRAID_TYPE_Q6_K};
+    const uint32_t types[] = {BRAID_TYPE_F32,  BRAID_TYPE_F16,  BRAID_TYPE_BF16,   BRAID_TYPE_Q8_0,   BRAID_TYPE_Q4_0,
+                              BRAID_TYPE_Q4_K, BRAID_TYPE_Q5_K, BRAID_TYPE_Q6_K,   BRAID_TYPE_Q4_1,   BRAID_TYPE_Q5_0,
+                              BRAID_TYPE_Q5_1, BRAID_TYPE_Q2_K, BRAID_TYPE_Q3_K,   BRAID_TYPE_IQ4_NL, BRAID_TYPE_IQ4_XS,
+                              BRAID_TYPE_MXFP4};
     /* Each matrix holds ~768 MiB of weights, well beyond the L3, as a model's weights are. */
     int64_t Kv = 4096;
     float *xv = bd_mallocn((size_t)Kv, 4), *yv = bd_mallocn((size_t)1 << 20, 4), *rowf = bd_mallocn((size_t)Kv, 4);
@@ -294,7 +308,7 @@ int main(int argc, char **argv) {
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         uint32_t ty = types[ti];
         const bd_type_traits *tt = bd_type_traits_get(ty);
-        if (only && tt && strcasecmp(only, tt->name)) continue;
+        if (only && tt && !listed(only, tt->name)) continue;
         if (!tt || (ty != BRAID_TYPE_F32 && !bd_dot_traits_get(ty))) {
             printf("matvec type %u: not available in this build\n", ty);
             continue;
@@ -313,14 +327,16 @@ int main(int argc, char **argv) {
         mm_arg mv = {tp, ty, Wq, Nv, Kv, 1, xv, yv, scratch, ss, 0};
         double tv = median_time(mm_run, &mv, budget);
         double wbytes = (double)rs * (double)Nv;
-        printf("matvec %-5s N=%lld K=%lld: %.3f ms, %.2f GB/s of weights (%.0f%% of measured bandwidth)\n", tt->name,
-               (long long)Nv, (long long)Kv, tv * 1e3, wbytes / tv / 1e9, 100.0 * wbytes / tv / 1e9 / gbs);
+        printf("matvec %-6s N=%lld K=%lld: %.3f ms, %.2f GB/s of weights (%.0f%% of measured bandwidth), %.2f GB per "
+               "CPU-second\n", tt->name, (long long)Nv, (long long)Kv, tv * 1e3, wbytes / tv / 1e9,
+               100.0 * wbytes / tv / 1e9 / gbs, wbytes / last_cpu / 1e9);
         /* prompt-shaped product on the same matrix, first 1024 rows x K=1024 slice is not contiguous per row,
          * so use the whole K and fewer rows */
         mm_arg mp = {tp, ty, Wq, 1024, Kv, T, xp, yp, scratch, ss, 0};
         double tp2 = median_time(mm_run, &mp, budget);
-        printf("matmul %-5s T=%lld N=1024 K=%lld: %.1f GFLOP/s\n", tt->name, (long long)T, (long long)Kv,
-               2.0 * (double)T * 1024.0 * (double)Kv / tp2 / 1e9);
+        printf("matmul %-6s T=%lld N=1024 K=%lld: %.1f GFLOP/s (%.1f GFLOP per CPU-second)\n", tt->name, (long long)T,
+               (long long)Kv, 2.0 * (double)T * 1024.0 * (double)Kv / tp2 / 1e9,
+               2.0 * (double)T * 1024.0 * (double)Kv / last_cpu / 1e9);
         if (mv.failed || mp.failed) printf("  (failed: %s)\n", braid_last_error());
         bd_free(Wq);
         bd_free(scratch);

@@ -165,8 +165,8 @@ static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_
 
 /* ---- K-quants ---- */
 
-/* R prepared rows x one packed pair of tokens; KIND 4, 5, 6 for Q4_K, Q5_K, Q6_K (layouts in gemm_impl.h and
- * gemm_k.c). Per super-block: the integer lanes of both tokens for each row (Q6_K seeded with its -32 offset),
+/* R prepared rows x one packed pair of tokens; KIND 4, 5, 6 for Q4_K, Q5_K, Q6_K, and 2, 3, 7 for Q2_K, Q3_K,
+ * IQ4_XS (layouts in gemm_impl.h and gemm_k.c). Per super-block: the integer lanes of both tokens for each row (Q6_K seeded with its -32 offset),
  * the mins chain (Q4_K / Q5_K, both tokens in one vector: lanes 4h..4h+3 are token h's), then the main FMA.
  * The 8 integer accumulators are named variables that stay in registers through the 8 runs, with the two
  * activation runs, a row's levels and scale and a temporary (14 of the 16 vector registers); the float
@@ -178,15 +178,24 @@ static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_
         const uint8_t *w = wrec_i + (r) * wps;                                                                     \
         const __m256i lv = bd_load32(w + 32 * s);                                                                  \
         __m256i sc;                                                                                                \
-        if (q6) {                                                                                                  \
+        if (sc16) {                                                                                                \
             sc = bd_load32(w + 256 + 32 * s);                                                                      \
         } else {                                                                                                   \
             int32_t v;                                                                                             \
             memcpy(&v, w + 256 + 4 * s, 4);                                                                        \
             sc = _mm256_set1_epi32(v);                                                                             \
         }                                                                                                          \
-        I0 = K_DPWSSD(I0, _mm256_maddubs_epi16(lv, a0), sc);                                                       \
-        I1 = K_DPWSSD(I1, _mm256_maddubs_epi16(lv, a1), sc);                                                       \
+        if (kind == 7) { /* signed levels: |q| times y with q's sign */                                            \
+            const __m256i al = _mm256_sign_epi8(lv, lv);                                                           \
+            I0 = K_DPWSSD(I0, _mm256_maddubs_epi16(al, _mm256_sign_epi8(a0, lv)), sc);                             \
+            I1 = K_DPWSSD(I1, _mm256_maddubs_epi16(al, _mm256_sign_epi8(a1, lv)), sc);                             \
+        } else if (kind == 3) { /* levels 0..7, the -4 offset per pair as the vec_dot takes it */                   \
+            I0 = K_DPWSSD(I0, _mm256_sub_epi16(_mm256_maddubs_epi16(lv, a0), a40), sc);                            \
+            I1 = K_DPWSSD(I1, _mm256_sub_epi16(_mm256_maddubs_epi16(lv, a1), a41), sc);                            \
+        } else {                                                                                                   \
+            I0 = K_DPWSSD(I0, _mm256_maddubs_epi16(lv, a0), sc);                                                   \
+            I1 = K_DPWSSD(I1, _mm256_maddubs_epi16(lv, a1), sc);                                                   \
+        }                                                                                                          \
     }
 /* Row r's seeds (Q6_K: -32 x scales x bsums) or mins chain (Q4_K / Q5_K), before the runs. */
 #define K_SEED_ROW(r, I0, I1)                                                                                      \
@@ -196,6 +205,18 @@ static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_
             const __m256i m32 = bd_load32(w + 512);                                                                \
             I0 = _mm256_madd_epi16(bd_load32(arec + BD_GEMMK_REC_BS), m32);                                        \
             I1 = _mm256_madd_epi16(bd_load32(arec + BD_GEMMK_REC_BS + 32), m32);                                   \
+        } else if (kx) {                                                                                           \
+            I0 = I1 = _mm256_setzero_si256();                                                                      \
+            if (kind == 2) { /* Q2_K's mins, fused into the chain before the levels: fnmadd with y.d * dmin */     \
+                const __m256i mins = bd_load32(w + 512);                                                           \
+                const __m256 dmin = _mm256_broadcast_ss((const float *)(w + 548));                                 \
+                for (int h = 0; h < 2; h++) {                                                                      \
+                    const __m256i ml = _mm256_madd_epi16(bd_load32(arec + BD_GEMMK_REC_BS + 32 * h), mins);        \
+                    const __m256 ds = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_DS + 32 * h));           \
+                    _mm256_store_ps(fm[r][h], _mm256_fnmadd_ps(_mm256_mul_ps(ds, dmin), _mm256_cvtepi32_ps(ml),    \
+                                                               _mm256_load_ps(fm[r][h])));                         \
+                }                                                                                                  \
+            }                                                                                                      \
         } else {                                                                                                   \
             I0 = I1 = _mm256_setzero_si256();                                                                      \
             __m256i ii = _mm256_madd_epi16(bd_load32(arec + BD_GEMMK_REC_BS),                                      \
@@ -212,14 +233,14 @@ static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_
 /* Row r's main FMA after the runs. */
 #define K_MAIN_ROW(r, I0, I1)                                                                                      \
     if (R > (r)) {                                                                                                 \
-        const __m256 d = _mm256_broadcast_ss((const float *)(wrec_i + (r) * wps + (q6 ? 544 : 304)));              \
+        const __m256 d = _mm256_broadcast_ss((const float *)(wrec_i + (r) * wps + (sc16 ? 544 : 304)));            \
         const __m256 ds0 = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_DS));                               \
         const __m256 ds1 = _mm256_loadu_ps((const float *)(arec + BD_GEMMK_REC_DS + 32));                          \
         _mm256_store_ps(fm[r][0], _mm256_fmadd_ps(_mm256_mul_ps(ds0, d), _mm256_cvtepi32_ps(I0), _mm256_load_ps(fm[r][0]))); \
         _mm256_store_ps(fm[r][1], _mm256_fmadd_ps(_mm256_mul_ps(ds1, d), _mm256_cvtepi32_ps(I1), _mm256_load_ps(fm[r][1]))); \
     }
 #define K_TILE_BODY(K_DPWSSD)                                                                                      \
-    const int q6 = kind == 6;                                                                                      \
+    const int q6 = kind == 6, kx = kind == 2 || kind == 3 || kind == 7, sc16 = q6 || kx;                           \
     _Alignas(32) float fm[4][2][8], mm[4][8];                                                                      \
     memset(fm, 0, sizeof fm);                                                                                      \
     memset(mm, 0, sizeof mm);                                                                                      \
@@ -232,6 +253,8 @@ static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_
         K_SEED_ROW(3, i30, i31)                                                                                    \
         _Pragma("GCC unroll 8") for (int s = 0; s < 8; s++) {                                                      \
             const __m256i a0 = bd_load32(arec + 64 * s), a1 = bd_load32(arec + 64 * s + 32);                      \
+            const __m256i a40 = kind == 3 ? _mm256_maddubs_epi16(_mm256_set1_epi8(4), a0) : a0;                    \
+            const __m256i a41 = kind == 3 ? _mm256_maddubs_epi16(_mm256_set1_epi8(4), a1) : a1;                    \
             K_RUN_ROW(0, i00, i01, K_DPWSSD)                                                                       \
             K_RUN_ROW(1, i10, i11, K_DPWSSD)                                                                       \
             K_RUN_ROW(2, i20, i21, K_DPWSSD)                                                                       \
@@ -250,7 +273,7 @@ static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_
             if (t0 + h >= T) continue;                                                                             \
             const float main = bd_hsum8(_mm256_load_ps(fm[r][h]));                                                 \
             const float *mh = mm[r] + 4 * h;                                                                       \
-            y[(t0 + h) * ldy + r] = q6 ? main : kind == 5 ? main + mh[0] : main + ((mh[0] + mh[2]) + (mh[1] + mh[3])); \
+            y[(t0 + h) * ldy + r] = sc16 ? main : kind == 5 ? main + mh[0] : main + ((mh[0] + mh[2]) + (mh[1] + mh[3])); \
         }                                                                                                          \
     }
 
@@ -282,6 +305,13 @@ K_TILES(ka, A2_TARGET, 6)
 K_TILES(kv, VN_TARGET, 4)
 K_TILES(kv, VN_TARGET, 5)
 K_TILES(kv, VN_TARGET, 6)
+/* Q2_K, Q3_K, IQ4_XS (gemm_k.c's kx kinds: 16 int16 scales per run as Q6_K, no seed; Q2_K's mins chain) */
+K_TILES(ka, A2_TARGET, 2)
+K_TILES(ka, A2_TARGET, 3)
+K_TILES(ka, A2_TARGET, 7)
+K_TILES(kv, VN_TARGET, 2)
+K_TILES(kv, VN_TARGET, 3)
+K_TILES(kv, VN_TARGET, 7)
 
 /* ---- Q8_K activations ----
  * The same bytes as the reference quantizer (bd_quantize_row_q8_K_ref, which dot.h uses) on every input, NaN and
@@ -380,9 +410,12 @@ static void q8a_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, c
 static void ka_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T,
                     int64_t r0, int64_t r1, float *y, int64_t ldy) {
     const int v = use_vnni();
-    const bd_gemmk_tile_fn *tiles = wtype == BD_TYPE_Q6_K   ? (v ? kv6_tiles : ka6_tiles)
-                                    : wtype == BD_TYPE_Q5_K ? (v ? kv5_tiles : ka5_tiles)
-                                                            : (v ? kv4_tiles : ka4_tiles);
+    const bd_gemmk_tile_fn *tiles = wtype == BD_TYPE_Q6_K     ? (v ? kv6_tiles : ka6_tiles)
+                                    : wtype == BD_TYPE_Q5_K   ? (v ? kv5_tiles : ka5_tiles)
+                                    : wtype == BD_TYPE_Q2_K   ? (v ? kv2_tiles : ka2_tiles)
+                                    : wtype == BD_TYPE_Q3_K   ? (v ? kv3_tiles : ka3_tiles)
+                                    : wtype == BD_TYPE_IQ4_XS ? (v ? kv7_tiles : ka7_tiles)
+                                                              : (v ? kv4_tiles : ka4_tiles);
     bd_gemmk_rows_with(tiles, A2_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
 }
 
@@ -399,6 +432,9 @@ void bd_gemm_fill_avx2(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q4_K].gemm = &k45a_ops;
     t[BD_TYPE_Q5_K].gemm = &k45a_ops;
     t[BD_TYPE_Q6_K].gemm = &k6a_ops;
+    t[BD_TYPE_Q2_K].gemm = &k6a_ops; /* Q6_K's packing and record size (gemm_k.c's kx kinds) */
+    t[BD_TYPE_Q3_K].gemm = &k6a_ops;
+    t[BD_TYPE_IQ4_XS].gemm = &k6a_ops;
 }
 
 #else

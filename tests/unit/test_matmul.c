@@ -191,7 +191,7 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
                               BRAID_TYPE_MXFP4};
     /* the first n_gemm2 types have an integer GEMM at the AVX2 and AVX-512 levels, the first n_gemm512 at
      * AVX-512 */
-    const size_t n_gemm2 = 7, n_gemm512 = 13;
+    const size_t n_gemm2 = 10, n_gemm512 = 13;
     const int64_t shapes[][3] = {{37, 512, 16}, {5, 256, 17}, {70, 1024, 33}, {13, 768, 50}, {4, 2048, 23},
                                  {130, 256, 64}, {11, 1056, 19} /* 33 blocks of 32: an odd last block */};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
