@@ -47,7 +47,7 @@ void bd_dot_fill_level(bd_dot_traits t[BD_TYPE_COUNT], int level) {
 #if BD_HAVE_X86 /* the *_avx2 / *_avx512 files are built on x86-64 only */
     static void (*const avx2[])(bd_dot_traits *) = {bd_dot_fill_avx2, bd_dot_fill_avx2_mix, bd_gemv_fill_avx2,
                                                     bd_gemm_fill_avx2};
-    static void (*const avx512[])(bd_dot_traits *) = {bd_dot_fill_avx512, bd_gemv_fill_avx512,
+    static void (*const avx512[])(bd_dot_traits *) = {bd_dot_fill_avx512, bd_gemv_fill_avx512, bd_gemv_fill_avx512_mix,
                                                       bd_gemm_q8_fill_avx512, bd_gemm_k_fill_avx512,
                                                       bd_gemm_b32_fill_avx512};
     if (level >= BD_SIMD_AVX2) fill_one(t, avx2, (int)(sizeof avx2 / sizeof avx2[0]));
