@@ -377,7 +377,9 @@ void bd_quantize_row_q2_K_ref(const float *x, void *dst, int64_t k) {
         }
         if (max_min > 0) {
             const float iscale = 15.f / max_min;
-            for (int j = 0; j < BD_QK_K / 16; j++) y[i].scales[j] |= (uint8_t)(bd_nearest_int(iscale * mins[j]) << 4);
+            /* (shifted as unsigned: a non-finite min gives a negative integer, whose low bits ggml keeps) */
+            for (int j = 0; j < BD_QK_K / 16; j++)
+                y[i].scales[j] |= (uint8_t)((uint32_t)bd_nearest_int(iscale * mins[j]) << 4);
             y[i].dmin = bd_fp32_to_fp16(max_min / 15.f);
         } else {
             y[i].dmin = bd_fp32_to_fp16(0.f);
