@@ -65,7 +65,6 @@ void layer_mamba2_mix(bd_threadpool *tp, const layer_mamba2 *w, const layer_mamb
                   float *out) {
     const int32_t T = b->n, di = sh->d_inner, N = sh->N, H = sh->H, G = sh->G, P = di / H;
     const int64_t cd = layer_mamba2_conv_dim(sh), dproj = cd + di + H;
-    const size_t n_ssm = (size_t)layer_mamba2_n_ssm(sh);
 
     /* z ‖ xBC ‖ dt = W_in·u */
     blk_matmul(tp, &w->in, u, T, s->zx, wbuf);
@@ -79,10 +78,11 @@ void layer_mamba2_mix(bd_threadpool *tp, const layer_mamba2 *w, const layer_mamb
         /* causal depthwise conv over the window (state ‖ xBC), + bias, silu */
         bd_conv1d_causal_from(tp, xbc, cd, zx + di, dproj, rs.conv_in, rs.conv_out, w->conv.data, w->conv_b.data, cd,
                               sh->d_conv, n, 1, rs.conv_snap);
-        /* the scan runs in place: start the run's out state from its in state */
-        if (rs.ssm_out != rs.ssm_in) memcpy(rs.ssm_out, rs.ssm_in, n_ssm * sizeof(float));
-        bd_ssm_scan(tp, n, H, P, N, G, xbc, cd, zx + di + cd, dproj, w->dt_b.data, w->a.data, xbc + di, cd,
-                    xbc + di + (int64_t)G * N, cd, w->d.data, rs.ssm_out, s->y + (size_t)t0 * di, di, rs.ssm_snap);
+        /* the scan reads the run's in state and writes its out state (no copy first: at decode the state is
+         * most of what a token moves besides the weights) */
+        bd_ssm_scan_from(tp, n, H, P, N, G, xbc, cd, zx + di + cd, dproj, w->dt_b.data, w->a.data, xbc + di, cd,
+                         xbc + di + (int64_t)G * N, cd, w->d.data, rs.ssm_in, rs.ssm_out, s->y + (size_t)t0 * di, di,
+                         rs.ssm_snap);
     }
     bd_tap("mamba2_y_add_d", il, s->y, di, T, di);
     /* y = silu(z) ⊙ y, then the grouped RMSNorm */

@@ -157,5 +157,11 @@ void bd_ssm_scan(bd_threadpool *tp, int64_t T, int H, int P, int N, int G, const
                  const float *dt, int64_t lddt, const float *dt_bias, const float *A, const float *B, int64_t ldb,
                  const float *C, int64_t ldc, const float *D, float *state, float *y, int64_t ldy,
                  float *const *snap);
+/* The same with the run's starting state read from state_in (may equal state) and the result written to
+ * state: no copy of the state before the run (the first token reads state_in, the rest state). */
+void bd_ssm_scan_from(bd_threadpool *tp, int64_t T, int H, int P, int N, int G, const float *x, int64_t ldx,
+                      const float *dt, int64_t lddt, const float *dt_bias, const float *A, const float *B, int64_t ldb,
+                      const float *C, int64_t ldc, const float *D, const float *state_in, float *state, float *y,
+                      int64_t ldy, float *const *snap);
 
 #endif

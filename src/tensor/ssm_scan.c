@@ -19,6 +19,7 @@ typedef struct scan_job {
     int H, P, N, G;
     const float *x, *dt, *dt_bias, *A, *B, *C, *D;
     int64_t ldx, lddt, ldb, ldc, ldy;
+    const float *state_in;
     float *state, *y;
     float *const *snap;
 } scan_job;
@@ -28,21 +29,23 @@ typedef struct scan_job {
  * accumulator each (sum[j] += s·C as one FMA), reduced pairwise (0+2, 1+3, then 0+1) and across lanes, then the
  * rest one by one into that float. In the scalar tail ggml's compiler fuses one product of each expression:
  * s = fma(s0, dA, B·xdt), sum = fma(s, C, sum). The portable path is that tail over the whole row. */
-static float scan_tail(float *s, const float *B, const float *C, int n0, int N, float dA, float xdt, float sum) {
+static float scan_tail(float *s, const float *si, const float *B, const float *C, int n0, int N, float dA, float xdt,
+                       float sum) {
     for (int n = n0; n < N; n++) {
-        const float v = fmaf(s[n], dA, B[n] * xdt);
+        const float v = fmaf(si[n], dA, B[n] * xdt);
         sum = fmaf(v, C[n], sum);
         s[n] = v;
     }
     return sum;
 }
 
-static float scan_row_scalar(float *s, const float *B, const float *C, int N, float dA, float xdt) {
-    return scan_tail(s, B, C, 0, N, dA, xdt, 0.0f);
+static float scan_row_scalar(float *s, const float *si, const float *B, const float *C, int N, float dA, float xdt) {
+    return scan_tail(s, si, B, C, 0, N, dA, xdt, 0.0f);
 }
 
 #if BD_HAVE_X86
-BD_TARGET_AVX512 static float scan_row_avx512(float *s, const float *B, const float *C, int N, float dA, float xdt) {
+BD_TARGET_AVX512 static float scan_row_avx512(float *s, const float *si, const float *B, const float *C, int N, float dA,
+                                              float xdt) {
     const int np = N & ~63; /* GGML_F32_STEP: 4 vectors of 16 */
     float sum = 0.0f;
     if (np) {
@@ -51,7 +54,7 @@ BD_TARGET_AVX512 static float scan_row_avx512(float *s, const float *B, const fl
         for (int n = 0; n < np; n += 64)
             for (int j = 0; j < 4; j++) {
                 const int k = n + 16 * j;
-                const __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(s + k), a, _mm512_mul_ps(_mm512_loadu_ps(B + k), b));
+                const __m512 v = _mm512_fmadd_ps(_mm512_loadu_ps(si + k), a, _mm512_mul_ps(_mm512_loadu_ps(B + k), b));
                 acc[j] = _mm512_fmadd_ps(v, _mm512_loadu_ps(C + k), acc[j]);
                 _mm512_storeu_ps(s + k, v);
             }
@@ -60,10 +63,11 @@ BD_TARGET_AVX512 static float scan_row_avx512(float *s, const float *B, const fl
         acc[0] = _mm512_add_ps(acc[0], acc[1]);
         sum = _mm512_reduce_add_ps(acc[0]);
     }
-    return scan_tail(s, B, C, np, N, dA, xdt, sum);
+    return scan_tail(s, si, B, C, np, N, dA, xdt, sum);
 }
 
-BD_TARGET_AVX2 static float scan_row_avx2(float *s, const float *B, const float *C, int N, float dA, float xdt) {
+BD_TARGET_AVX2 static float scan_row_avx2(float *s, const float *si, const float *B, const float *C, int N, float dA,
+                                          float xdt) {
     const int np = N & ~31; /* GGML_F32_STEP: 4 vectors of 8 */
     float sum = 0.0f;
     if (np) {
@@ -72,7 +76,7 @@ BD_TARGET_AVX2 static float scan_row_avx2(float *s, const float *B, const float 
         for (int n = 0; n < np; n += 32)
             for (int j = 0; j < 4; j++) {
                 const int k = n + 8 * j;
-                const __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(s + k), a, _mm256_mul_ps(_mm256_loadu_ps(B + k), b));
+                const __m256 v = _mm256_fmadd_ps(_mm256_loadu_ps(si + k), a, _mm256_mul_ps(_mm256_loadu_ps(B + k), b));
                 acc[j] = _mm256_fmadd_ps(v, _mm256_loadu_ps(C + k), acc[j]);
                 _mm256_storeu_ps(s + k, v);
             }
@@ -83,11 +87,11 @@ BD_TARGET_AVX2 static float scan_row_avx2(float *s, const float *B, const float 
         const __m128 t1 = _mm_hadd_ps(t0, t0);
         sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
     }
-    return scan_tail(s, B, C, np, N, dA, xdt, sum);
+    return scan_tail(s, si, B, C, np, N, dA, xdt, sum);
 }
 #endif
 
-typedef float (*scan_row_fn)(float *, const float *, const float *, int, float, float);
+typedef float (*scan_row_fn)(float *, const float *, const float *, const float *, int, float, float);
 
 static void scan_task(void *p, int ith, int nth) {
     const scan_job *j = p;
@@ -105,6 +109,8 @@ static void scan_task(void *p, int ith, int nth) {
     for (int64_t h = h0; h < h1; h++) {
         const int64_t g = h / heads_per_group;
         float *s = j->state + (size_t)h * hs;
+        /* the first token reads the run's in state, the rest the out state it has written */
+        const float *si = j->state_in + (size_t)h * hs;
         for (int64_t t = 0; t < j->T; t++) {
             float dt = j->dt[t * j->lddt + h];
             if (j->dt_bias) dt += j->dt_bias[h];
@@ -114,18 +120,26 @@ static void scan_task(void *p, int ith, int nth) {
             const float *B = j->B + t * j->ldb + g * N, *C = j->C + t * j->ldc + g * N;
             float *y = j->y + t * j->ldy + h * P;
             for (int pi = 0; pi < P; pi++) {
-                float v = fn(s + (size_t)pi * N, B, C, N, dA, x[pi] * delta);
+                float v = fn(s + (size_t)pi * N, si + (size_t)pi * N, B, C, N, dA, x[pi] * delta);
                 y[pi] = j->D ? v + x[pi] * j->D[h] : v;
             }
             if (j->snap && j->snap[t]) memcpy(j->snap[t] + (size_t)h * hs, s, hs * sizeof(float));
+            si = s;
         }
     }
+}
+
+void bd_ssm_scan_from(bd_threadpool *tp, int64_t T, int H, int P, int N, int G, const float *x, int64_t ldx,
+                      const float *dt, int64_t lddt, const float *dt_bias, const float *A, const float *B, int64_t ldb,
+                      const float *C, int64_t ldc, const float *D, const float *state_in, float *state, float *y,
+                      int64_t ldy, float *const *snap) {
+    scan_job j = {T, H, P, N, G, x, dt, dt_bias, A, B, C, D, ldx, lddt, ldb, ldc, ldy, state_in, state, y, snap};
+    bd_threadpool_run(H > 1 ? tp : NULL, scan_task, &j);
 }
 
 void bd_ssm_scan(bd_threadpool *tp, int64_t T, int H, int P, int N, int G, const float *x, int64_t ldx,
                  const float *dt, int64_t lddt, const float *dt_bias, const float *A, const float *B, int64_t ldb,
                  const float *C, int64_t ldc, const float *D, float *state, float *y, int64_t ldy,
                  float *const *snap) {
-    scan_job j = {T, H, P, N, G, x, dt, dt_bias, A, B, C, D, ldx, lddt, ldb, ldc, ldy, state, y, snap};
-    bd_threadpool_run(H > 1 ? tp : NULL, scan_task, &j);
+    bd_ssm_scan_from(tp, T, H, P, N, G, x, ldx, dt, lddt, dt_bias, A, B, ldb, C, ldc, D, state, state, y, ldy, snap);
 }
