@@ -178,8 +178,7 @@ GEMMQ_INLINE void b32_tile(const uint8_t *wp, size_t wps, const float *dw, const
     int n = 0;
     for (int r = 0; r < R; r++)
         for (int p = 0; p < P; p++) v[n++] = two ? _mm512_add_ps(acc[0][r][p], acc[1][r][p]) : acc[0][r][p];
-    for (int i = n; i < 16; i++) v[i] = _mm512_setzero_ps();
-    gemmq_hsum16(v, sums);
+    gemmq_hsum_tile(v, n, sums);
     if (min)
         for (int r = 0; r < R; r++)
             for (int p = 0; p < P; p++) _mm512_storeu_ps(mins[r][p], sm[r][p]);

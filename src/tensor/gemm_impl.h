@@ -36,6 +36,25 @@ GEMMQ_INLINE void gemmq_hsum16(const __m512 v[8], float out[16]) {
     _mm512_storeu_ps(out, _mm512_permutexvar_ps(idx, f));
 }
 
+/* The 8-lane sums of the n (<= 16) accumulators of one tile, v[0..n) (gemmq_hsum16's tree): sums[2i + h] is half
+ * h of v[i] (the pair's token h). v[n..16) is overwritten with zeros. */
+GEMMQ_INLINE void gemmq_hsum_tile(__m512 v[16], int n, float sums[32]) {
+    for (int i = n; i < 16; i++) v[i] = _mm512_setzero_ps();
+    gemmq_hsum16(v, sums);
+    if (n > 8) gemmq_hsum16(v + 8, sums + 16);
+}
+
+/* Stores a tile's sums (gemmq_hsum_tile of R rows x P token pairs, row-major) to y: row r of token t0 + 2p + h
+ * at y[t * ldy + r], tokens past T left out. */
+GEMMQ_INLINE void gemmq_store_tile(const float sums[32], int R, int P, int64_t t0, int64_t T, float *y, int64_t ldy) {
+    for (int r = 0, n = 0; r < R; r++)
+        for (int p = 0; p < P; p++, n++)
+            for (int h = 0; h < 2; h++) {
+                const int64_t t = t0 + 2 * p + h;
+                if (t < T) y[t * ldy + r] = sums[2 * n + h];
+            }
+}
+
 /* Prefetches into L2 part i of n of the bytes [p, p + len). Called at each of the n steps of the loop over a
  * block of weight rows, with the next block's rows, it spreads that block's reads from memory over this
  * block's arithmetic (preparing a block otherwise stalls on them: ~4% of a prompt). */

@@ -303,9 +303,7 @@ GEMMQ_INLINE void k_tile(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB,
     int n = 0;
     for (int r = 0; r < R; r++)
         for (int p = 0; p < P; p++) v[n++] = acc[r][p];
-    for (int i = n; i < 16; i++) v[i] = _mm512_setzero_ps();
-    gemmq_hsum16(v, sums);
-    if (n > 8) gemmq_hsum16(v + 8, sums + 16);
+    gemmq_hsum_tile(v, n, sums);
     if (!q6)
         for (int r = 0; r < R; r++)
             for (int dd = 0; dd < PD; dd++) {
@@ -387,16 +385,8 @@ GEMMQ_INLINE void kx_tile(const uint8_t *wp, size_t wps, size_t wrec, int64_t NB
     int n = 0;
     for (int r = 0; r < R; r++)
         for (int p = 0; p < P; p++) v[n++] = acc[r][p];
-    for (int i = n; i < 16; i++) v[i] = _mm512_setzero_ps();
-    gemmq_hsum16(v, sums);
-    if (n > 8) gemmq_hsum16(v + 8, sums + 16);
-    n = 0;
-    for (int r = 0; r < R; r++)
-        for (int p = 0; p < P; p++, n++)
-            for (int h = 0; h < 2; h++) {
-                const int64_t t = t0 + 2 * p + h;
-                if (t < T) y[t * ldy + r] = sums[2 * n + h];
-            }
+    gemmq_hsum_tile(v, n, sums);
+    gemmq_store_tile(sums, R, P, t0, T, y, ldy);
 }
 
 #define K_TILE(KIND, R, P)                                                                                      \
