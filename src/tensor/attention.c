@@ -20,63 +20,40 @@
 #include <immintrin.h>
 #endif
 
-/* ---- row primitives: dot(q, k) and o += p·v for F32 and F16 rows ---- */
+/* ---- F16 K/V rows: dot(q, k) and o += p·v for the G <= 4 query heads that share a row ----
+ * Each head keeps one chain of the vector width over the row (its own order: F16 K/V are held to a tolerance,
+ * llama.cpp's own paths disagree there); the row is converted once for all G heads, and the G chains run side
+ * by side (one chain alone waits on its own fused multiply-adds). q_g = q + g·qstride, o_g = o + g·n. */
 
-static float dot_f32_c(const float *a, const float *b, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+static void dot_f16_c_grp(const float *q, int64_t qstride, const uint16_t *b, int n, int G, float *out) {
+    for (int g = 0; g < G; g++) {
+        float s = 0;
+        for (int i = 0; i < n; i++) s += q[g * qstride + i] * bd_fp16_to_fp32(b[i]);
+        out[g] = s;
+    }
 }
-static float dot_f16_c(const float *a, const uint16_t *b, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += a[i] * bd_fp16_to_fp32(b[i]);
-    return s;
-}
-static void axpy_f32_c(float *o, float p, const float *v, int n) {
-    for (int i = 0; i < n; i++) o[i] += p * v[i];
-}
-static void axpy_f16_c(float *o, float p, const uint16_t *v, int n) {
-    for (int i = 0; i < n; i++) o[i] += p * bd_fp16_to_fp32(v[i]);
+static void axpy_f16_c_grp(float *o, const float *p, const uint16_t *v, int n, int G) {
+    for (int g = 0; g < G; g++)
+        for (int i = 0; i < n; i++) o[g * n + i] += p[g] * bd_fp16_to_fp32(v[i]);
 }
 
 #if BD_HAVE_X86
-BD_TARGET_AVX512 static float dot_f32_512(const float *a, const float *b, int n) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    int i = 0;
-    for (; i + 32 <= n; i += 32) {
-        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-    }
-    for (; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-}
-BD_TARGET_AVX512 static float dot_f16_512(const float *a, const uint16_t *b, int n) {
-    __m512 s0 = _mm512_setzero_ps();
-    int i = 0;
-    for (; i < n; i += 16) {
-        __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 kb = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i));
-        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), kb, s0);
-    }
-    return _mm512_reduce_add_ps(s0);
-}
-BD_TARGET_AVX512 static void axpy_f32_512(float *o, float p, const float *v, int n) {
-    __m512 pv = _mm512_set1_ps(p);
+BD_TARGET_AVX512 static void dot_f16_512_grp(const float *q, int64_t qstride, const uint16_t *b, int n, int G, float *out) {
+    __m512 s[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int i = 0; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 r = _mm512_fmadd_ps(pv, _mm512_maskz_loadu_ps(m, v + i), _mm512_maskz_loadu_ps(m, o + i));
-        _mm512_mask_storeu_ps(o + i, m, r);
+        const __m512 kb = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, b + i));
+        for (int g = 0; g < G; g++) s[g] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + g * qstride + i), kb, s[g]);
     }
+    for (int g = 0; g < G; g++) out[g] = _mm512_reduce_add_ps(s[g]);
 }
-BD_TARGET_AVX512 static void axpy_f16_512(float *o, float p, const uint16_t *v, int n) {
-    __m512 pv = _mm512_set1_ps(p);
+BD_TARGET_AVX512 static void axpy_f16_512_grp(float *o, const float *p, const uint16_t *v, int n, int G) {
     for (int i = 0; i < n; i += 16) {
         __mmask16 m = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
-        __m512 vv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, v + i));
-        _mm512_mask_storeu_ps(o + i, m, _mm512_fmadd_ps(pv, vv, _mm512_maskz_loadu_ps(m, o + i)));
+        const __m512 vv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, v + i));
+        for (int g = 0; g < G; g++)
+            _mm512_mask_storeu_ps(o + g * n + i, m,
+                                  _mm512_fmadd_ps(_mm512_set1_ps(p[g]), vv, _mm512_maskz_loadu_ps(m, o + g * n + i)));
     }
 }
 
@@ -86,42 +63,28 @@ BD_TARGET_AVX2 static float hsum8(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
-BD_TARGET_AVX2 static float dot_f32_256(const float *a, const float *b, int n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    float s = hsum8(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-BD_TARGET_AVX2 static float dot_f16_256(const float *a, const uint16_t *b, int n) {
-    __m256 s0 = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i))), s0);
-    float s = hsum8(s0);
-    for (; i < n; i++) s += a[i] * bd_fp16_to_fp32(b[i]);
-    return s;
-}
-BD_TARGET_AVX2 static void axpy_f32_256(float *o, float p, const float *v, int n) {
-    __m256 pv = _mm256_set1_ps(p);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
-    for (; i < n; i++) o[i] += p * v[i];
-}
-BD_TARGET_AVX2 static void axpy_f16_256(float *o, float p, const uint16_t *v, int n) {
-    __m256 pv = _mm256_set1_ps(p);
+BD_TARGET_AVX2 static void dot_f16_256_grp(const float *q, int64_t qstride, const uint16_t *b, int n, int G, float *out) {
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
-        _mm256_storeu_ps(o + i, _mm256_fmadd_ps(pv, vv, _mm256_loadu_ps(o + i)));
+        const __m256 kb = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
+        for (int g = 0; g < G; g++) s[g] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * qstride + i), kb, s[g]);
     }
-    for (; i < n; i++) o[i] += p * bd_fp16_to_fp32(v[i]);
+    for (int g = 0; g < G; g++) {
+        float r = hsum8(s[g]);
+        for (int e = i; e < n; e++) r += q[g * qstride + e] * bd_fp16_to_fp32(b[e]);
+        out[g] = r;
+    }
+}
+BD_TARGET_AVX2 static void axpy_f16_256_grp(float *o, const float *p, const uint16_t *v, int n, int G) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
+        for (int g = 0; g < G; g++)
+            _mm256_storeu_ps(o + g * n + i, _mm256_fmadd_ps(_mm256_set1_ps(p[g]), vv, _mm256_loadu_ps(o + g * n + i)));
+    }
+    for (int g = 0; g < G; g++)
+        for (int e = i; e < n; e++) o[g * n + e] += p[g] * bd_fp16_to_fp32(v[e]);
 }
 #endif
 
@@ -293,22 +256,20 @@ BD_TARGET_AVX512 static void pv_512(float *o, const float *p, const char *vbase,
 }
 #endif
 
-typedef struct attn_fns {
-    float (*dot32)(const float *, const float *, int);
-    float (*dot16)(const float *, const uint16_t *, int);
-    void (*axpy32)(float *, float, const float *, int);
-    void (*axpy16)(float *, float, const uint16_t *, int);
+typedef struct attn_fns { /* the F16 row primitives of the SIMD level */
+    void (*dot16g)(const float *, int64_t, const uint16_t *, int, int, float *);
+    void (*axpy16g)(float *, const float *, const uint16_t *, int, int);
 } attn_fns;
 
 static attn_fns pick_fns(void) {
 #if BD_HAVE_X86
     switch (bd_simd()) {
-    case BD_SIMD_AVX512: return (attn_fns){dot_f32_512, dot_f16_512, axpy_f32_512, axpy_f16_512};
-    case BD_SIMD_AVX2: return (attn_fns){dot_f32_256, dot_f16_256, axpy_f32_256, axpy_f16_256};
+    case BD_SIMD_AVX512: return (attn_fns){dot_f16_512_grp, axpy_f16_512_grp};
+    case BD_SIMD_AVX2: return (attn_fns){dot_f16_256_grp, axpy_f16_256_grp};
     default: break;
     }
 #endif
-    return (attn_fns){dot_f32_c, dot_f16_c, axpy_f32_c, axpy_f16_c};
+    return (attn_fns){dot_f16_c_grp, axpy_f16_c_grp};
 }
 
 typedef struct attn_job {
@@ -374,21 +335,24 @@ static void attn_task(void *p, int ith, int nth) {
             }
             continue;
         }
+        /* F16 K/V: each row is converted once for up to 4 of the heads that share it */
         for (int64_t i = 0; i < n; i++) {
-            const void *kr = kbase + (size_t)cells[i] * a->k_cell_bytes;
-            for (int g = 0; g < grp; g++) {
-                const float *qh = q0 + g * j->q_head_stride;
-                float d = f16 ? j->f.dot16(qh, kr, hd) : j->f.dot32(qh, kr, hd);
-                sc[(int64_t)g * j->max_vis + i] = d * a->scale;
+            const uint16_t *kr = (const uint16_t *)(const void *)(kbase + (size_t)cells[i] * a->k_cell_bytes);
+            for (int g0 = 0; g0 < grp; g0 += 4) {
+                const int G = grp - g0 < 4 ? grp - g0 : 4;
+                float d[4];
+                j->f.dot16g(q0 + g0 * j->q_head_stride, j->q_head_stride, kr, hd, G, d);
+                for (int g = 0; g < G; g++) sc[(int64_t)(g0 + g) * j->max_vis + i] = d[g] * a->scale;
             }
         }
         for (int g = 0; g < grp; g++) bd_softmax(sc + (int64_t)g * j->max_vis, sc + (int64_t)g * j->max_vis, n);
         for (int64_t i = 0; i < n; i++) {
-            const void *vr = vbase + (size_t)cells[i] * a->v_cell_bytes;
-            for (int g = 0; g < grp; g++) {
-                float pr = sc[(int64_t)g * j->max_vis + i];
-                if (f16) j->f.axpy16(o0 + g * hd, pr, vr, hd);
-                else j->f.axpy32(o0 + g * hd, pr, vr, hd);
+            const uint16_t *vr = (const uint16_t *)(const void *)(vbase + (size_t)cells[i] * a->v_cell_bytes);
+            for (int g0 = 0; g0 < grp; g0 += 4) {
+                const int G = grp - g0 < 4 ? grp - g0 : 4;
+                float pr[4];
+                for (int g = 0; g < G; g++) pr[g] = sc[(int64_t)(g0 + g) * j->max_vis + i];
+                j->f.axpy16g(o0 + g0 * hd, pr, vr, hd, G);
             }
         }
     }
