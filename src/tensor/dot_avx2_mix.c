@@ -202,43 +202,65 @@ AVX2 static INLINE void q2_K_rows(int64_t nb, const uint8_t *const *rp, const bd
     for (int r = 0; r < R; r++) out[r] = bd_hsum8(acc[r]);
 }
 
+/* Q3_K's 16 scales of a block (sc - 32) as int16 words, vectorised: words 0..7 in both 128-bit halves of s[0],
+ * words 8..15 in both halves of s[1], so one byte shuffle per 32-element run picks the run's two scales. Byte j
+ * of the low nibbles is scale j (j < 8: low nibble of byte j, else high nibble of byte j - 8); its top two bits
+ * are bits 2 * (j / 4) of byte 8 + j % 4: the 32-bit word of bytes 8..11 shifted right by 0, 2, 4, 6 in its four
+ * dword lanes puts them in place for j = 0..3, 4..7, 8..11, 12..15. */
+AVX2 static inline void q3_K_scales(const uint8_t *sc, __m256i s[2]) {
+    uint64_t lo;
+    uint32_t hi;
+    memcpy(&lo, sc, 8);
+    memcpy(&hi, sc + 8, 4);
+    const __m128i l = _mm_cvtsi64_si128((long long)lo), m4 = _mm_set1_epi8(0x0F);
+    const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(l, m4), _mm_and_si128(_mm_srli_epi16(l, 4), m4));
+    const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)hi), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    const __m128i s8 = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+    const __m256i s16 = _mm256_cvtepi8_epi16(s8);
+    s[0] = _mm256_permute4x64_epi64(s16, 0x44);
+    s[1] = _mm256_permute4x64_epi64(s16, 0xEE);
+}
+
 /* Q3_K: levels 0..7 (low two bits, plus 4 where the hmask bit is set) times y, minus 4 * y: q - 4. The
- * activation side of that subtraction (4 * y, pairs) is formed once for all rows. */
+ * activation side of that subtraction (4 * y, pairs) is formed once per block for all rows. The rows of a
+ * group run one after the other within a block (a row's scales, high bits and sums stay in registers; the
+ * activations are reread from L1), the integer sums of a row being exact in any order. */
 AVX2 static INLINE void q3_K_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, float *out, size_t pf,
                                   const int R) {
     const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    /* per run j of a 128-element chunk: words 2j (first 16 elements) and 2j + 1 (last 16) of the chunk's scales */
+    const __m256i pick[4] = {
+        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
+        _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
+        _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10,
+                         11, 10, 11, 10, 11),
+        _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14,
+                         15, 14, 15, 14, 15, 14, 15, 14, 15)};
     __m256 acc[ROWS_MAX];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        int sc[ROWS_MAX][16];
-        __m256i hbits[ROWS_MAX], sumi[ROWS_MAX];
+        __m256i y4[8];
+        for (int k = 0; k < 8; k++) y4[k] = _mm256_maddubs_epi16(four, bd_load32(y[i].qs + 32 * k));
         for (int r = 0; r < R; r++) {
             const bd_block_q3_K *x = (const bd_block_q3_K *)rp[r] + i;
             pf_next((const uint8_t *)x, pf, sizeof *x);
-            for (int j = 0; j < 16; j++) sc[r][j] = bd_q3_K_scale(x->scales, j);
-            hbits[r] = bd_load32(x->hmask);
-            sumi[r] = _mm256_setzero_si256();
-        }
-        for (int c = 0; c < 2; c++) {
-            __m256i bits[ROWS_MAX];
-            for (int r = 0; r < R; r++) bits[r] = bd_load32(((const bd_block_q3_K *)rp[r] + i)->qs + 32 * c);
-            for (int j = 0; j < 4; j++) {
-                const int b = 4 * c + j, g = 8 * c + 2 * j;
-                const __m256i yv = bd_load32(y[i].qs + 128 * c + 32 * j);
-                const __m256i y4 = _mm256_maddubs_epi16(four, yv);
-                for (int r = 0; r < R; r++) {
-                    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits[r], 2 * j), m3);
-                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hbits[r], b), one);
+            __m256i sc[2];
+            q3_K_scales(x->scales, sc);
+            const __m256i hbits = bd_load32(x->hmask);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int c = 0; c < 2; c++) {
+                const __m256i bits = bd_load32(x->qs + 32 * c);
+                for (int j = 0; j < 4; j++) {
+                    const int b = 4 * c + j;
+                    const __m256i yv = bd_load32(y[i].qs + 32 * b);
+                    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
+                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hbits, b), one);
                     const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(h, 2)); /* 0..7 */
-                    const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), y4);
-                    const __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)sc[r][g + 1]), _mm_set1_epi16((short)sc[r][g]));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(scv, p16));
+                    const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), y4[b]);
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_shuffle_epi8(sc[c], pick[j]), p16));
                 }
             }
-        }
-        for (int r = 0; r < R; r++) {
-            const bd_block_q3_K *x = (const bd_block_q3_K *)rp[r] + i;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * bd_h2f(x->d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * bd_h2f(x->d)), _mm256_cvtepi32_ps(sumi), acc[r]);
         }
     }
     for (int r = 0; r < R; r++) out[r] = bd_hsum8(acc[r]);
