@@ -221,13 +221,19 @@ AVX2 static inline void q3_K_scales(const uint8_t *sc, __m256i s[2]) {
     s[1] = _mm256_permute4x64_epi64(s16, 0xEE);
 }
 
+/* 4 where bit b of the byte is set, else 0 (b a constant: one shift and one and). */
+AVX2 static INLINE __m256i hbit4(__m256i hbits, int b) {
+    const __m256i v = b < 2 ? _mm256_slli_epi16(hbits, 2 - b) : b == 2 ? hbits : _mm256_srli_epi16(hbits, b - 2);
+    return _mm256_and_si256(v, _mm256_set1_epi8(4));
+}
+
 /* Q3_K: levels 0..7 (low two bits, plus 4 where the hmask bit is set) times y, minus 4 * y: q - 4. The
  * activation side of that subtraction (4 * y, pairs) is formed once per block for all rows. The rows of a
  * group run one after the other within a block (a row's scales, high bits and sums stay in registers; the
  * activations are reread from L1), the integer sums of a row being exact in any order. */
 AVX2 static INLINE void q3_K_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, float *out, size_t pf,
                                   const int R) {
-    const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
     /* per run j of a 128-element chunk: words 2j (first 16 elements) and 2j + 1 (last 16) of the chunk's scales */
     const __m256i pick[4] = {
         _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
@@ -254,8 +260,7 @@ AVX2 static INLINE void q3_K_rows(int64_t nb, const uint8_t *const *rp, const bd
                     const int b = 4 * c + j;
                     const __m256i yv = bd_load32(y[i].qs + 32 * b);
                     const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), m3);
-                    const __m256i h = _mm256_and_si256(_mm256_srli_epi16(hbits, b), one);
-                    const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(h, 2)); /* 0..7 */
+                    const __m256i q = _mm256_or_si256(lo, hbit4(hbits, b)); /* 0..7 */
                     const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yv), y4[b]);
                     sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_shuffle_epi8(sc[c], pick[j]), p16));
                 }
