@@ -46,7 +46,7 @@ void bd_dot_fill_level(bd_dot_traits t[BD_TYPE_COUNT], int level) {
     fill_one(t, scalar, 1);
 #if BD_HAVE_X86 /* the *_avx2 / *_avx512 files are built on x86-64 only */
     static void (*const avx2[])(bd_dot_traits *) = {bd_dot_fill_avx2, bd_dot_fill_avx2_mix, bd_gemv_fill_avx2,
-                                                    bd_gemm_fill_avx2};
+                                                    bd_gemm_fill_avx2, bd_gemm_b32_fill_avx2};
     static void (*const avx512[])(bd_dot_traits *) = {bd_dot_fill_avx512, bd_gemv_fill_avx512, bd_gemv_fill_avx512_mix,
                                                       bd_gemm_q8_fill_avx512, bd_gemm_k_fill_avx512,
                                                       bd_gemm_b32_fill_avx512};

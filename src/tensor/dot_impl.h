@@ -25,6 +25,7 @@ void bd_dot_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_dot_fill_avx2_mix(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemv_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemm_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]);
+void bd_gemm_b32_fill_avx2(bd_dot_traits table[BD_TYPE_COUNT]); /* gemm_b32.c: Q4_1, Q5_1, MXFP4 */
 /* AVX-512 F, BW, VL, VNNI (BF16 optional): the dot products (dot_avx512.c), the decode gemv kernels
  * (gemv_avx512.c), the prompt GEMMs (gemm_q8.c, gemm_k.c, gemm_b32.c). */
 void bd_dot_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]);

@@ -189,9 +189,8 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
                               BRAID_TYPE_Q6_K, BRAID_TYPE_Q5_0,   BRAID_TYPE_IQ4_NL, BRAID_TYPE_Q2_K,
                               BRAID_TYPE_Q3_K, BRAID_TYPE_IQ4_XS, BRAID_TYPE_Q4_1,   BRAID_TYPE_Q5_1,
                               BRAID_TYPE_MXFP4};
-    /* the first n_gemm2 types have an integer GEMM at the AVX2 and AVX-512 levels, the first n_gemm512 at
-     * AVX-512 */
-    const size_t n_gemm2 = 10, n_gemm512 = 13;
+    /* every type has an integer GEMM at the AVX2 and AVX-512 levels */
+    const size_t n_gemm2 = 13, n_gemm512 = 13;
     /* the last three only for the block-32 types: {11, 1056, 19} has 33 blocks of 32 (an odd last block);
      * {9, 96, 5} and {11, 1120, 19} have K / 32 not a multiple of 8 (the AVX2 tile forms the scale products 8
      * blocks at a time, then the rest one by one), with odd row tails */
