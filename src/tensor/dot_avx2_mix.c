@@ -6,7 +6,8 @@
  * share (dot_scalar.c spells them out): the integer part of a block is computed with the u8 x s8 multiply-add
  * (maddubs; signed weights through the sign trick), exact for these ranges, then converted and fused into the
  * 8-lane chain(s) as ggml does. So every result is bit-identical to the portable version and to ggml
- * (conformance_dot). The same code serves the AVX-512 level: ggml's AVX-512 builds run these 256-bit paths too. */
+ * (conformance_dot). The vec_dots serve the AVX-512 level too (ggml's AVX-512 builds run these 256-bit paths);
+ * its decode gemv kernels are gemv_avx512_mix.c's, two rows per 512-bit register in the same float order. */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,6 @@
-/* gemm_b32.c — Q4_1, Q5_1 (x Q8_1) and MXFP4 (x Q8_0) weights over many tokens with AVX-512 VNNI, every output
- * bit-identical to the type's vec_dot (dot_avx2_mix.c, ggml's order; see gemm_q.h for why and how it is used).
+/* gemm_b32.c — Q4_1, Q5_1 (x Q8_1) and MXFP4 (x Q8_0) weights over many tokens with AVX-512 VNNI (and, in the
+ * section at the end, with AVX2 or AVX-VNNI on CPUs without AVX-512), every output bit-identical to the type's
+ * vec_dot (dot_avx2_mix.c, ggml's order; see gemm_q.h for why and how it is used).
  *
  * The vec_dots' float chains, per output:
  *   Q4_1 / Q5_1: per block of 32, acc[l] = fma(d_w * d_x, float(sum of the 4 products at 4l..4l+3), acc[l]) with

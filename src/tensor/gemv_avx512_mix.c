@@ -1,5 +1,6 @@
-/* gemv_avx512_mix.c — decode gemv kernels (gemv.h) at the AVX-512 level for the block-of-32 types of
- * dot_avx2_mix.c: Q4_1, Q5_1 (x Q8_1), Q5_0, IQ4_NL, MXFP4 (x Q8_0).
+/* gemv_avx512_mix.c — decode gemv kernels (gemv.h) at the AVX-512 level for the types of dot_avx2_mix.c: the
+ * block-of-32 ones Q4_1, Q5_1 (x Q8_1), Q5_0, IQ4_NL, MXFP4 (x Q8_0), and Q2_K, Q3_K, IQ4_XS (x Q8_K; their
+ * section below says how they differ).
  *
  * Every s[r] has the bits of the type's vec_dot (dot_avx2_mix.c: ggml's order, which its AVX-512 builds share):
  * per row an 8-lane chain (IQ4_NL / MXFP4: two, even and odd blocks, and an odd last block added alone after the
