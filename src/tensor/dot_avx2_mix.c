@@ -164,47 +164,54 @@ AVX2 static inline __m256i run32(__m256i q, __m256i y, int s0, int s1) {
     return _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, y));
 }
 
-/* Q2_K: the mins step, then the levels step, in one chain. */
+/* A block's 16 int16 scales, words 0..7 in both 128-bit halves of s[0] and words 8..15 in both of s[1], are
+ * picked per 32-element run 4c + j by a byte shuffle of s[c] by run_pick(j): word 2j in the run's first 16
+ * elements, 2j + 1 in its last 16. */
+AVX2 static INLINE __m256i run_pick(int j) {
+    const short lo = (short)(0x0100 + 0x0404 * j), hi = (short)(lo + 0x0202); /* bytes (4j, 4j + 1), (4j + 2, 4j + 3) */
+    return _mm256_set_m128i(_mm_set1_epi16(hi), _mm_set1_epi16(lo));
+}
+AVX2 static INLINE void split16(__m256i s16, __m256i s[2]) {
+    s[0] = _mm256_permute4x64_epi64(s16, 0x44);
+    s[1] = _mm256_permute4x64_epi64(s16, 0xEE);
+}
+
+/* Q2_K: the mins step, then the levels step, in one chain. The rows of a group run one after the other within
+ * a block (as Q3_K's below), their scales unpacked in vector registers. */
 AVX2 static INLINE void q2_K_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, float *out, size_t pf,
                                   const int R) {
     const __m256i m3 = _mm256_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m256i pick[4] = {run_pick(0), run_pick(1), run_pick(2), run_pick(3)};
     __m256 acc[ROWS_MAX];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const __m256i bsums = bd_load32(y[i].bsums);
-        __m256i sumi[ROWS_MAX];
         for (int r = 0; r < R; r++) {
             const bd_block_q2_K *x = (const bd_block_q2_K *)rp[r] + i;
             pf_next((const uint8_t *)x, pf, sizeof *x);
             const __m128i sm = _mm_loadu_si128((const __m128i *)x->scales);
-            const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(0x0F)));
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
             const __m256i prod = _mm256_madd_epi16(mins, bsums);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-y[i].d * bd_h2f(x->dmin)), _mm256_cvtepi32_ps(prod), acc[r]);
-            sumi[r] = _mm256_setzero_si256();
-        }
-        for (int c = 0; c < 2; c++) {
-            __m256i bits[ROWS_MAX];
-            for (int r = 0; r < R; r++) bits[r] = bd_load32(((const bd_block_q2_K *)rp[r] + i)->qs + 32 * c);
-            for (int j = 0; j < 4; j++) {
-                const int g = 8 * c + 2 * j; /* the two 16-element groups of this run */
-                const __m256i yv = bd_load32(y[i].qs + 128 * c + 32 * j);
-                for (int r = 0; r < R; r++) {
-                    const uint8_t *sc = ((const bd_block_q2_K *)rp[r] + i)->scales;
-                    const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits[r], 2 * j), m3);
-                    sumi[r] = _mm256_add_epi32(sumi[r], run32(q, yv, sc[g] & 0xF, sc[g + 1] & 0xF));
+            __m256i sc[2];
+            split16(_mm256_cvtepu8_epi16(_mm_and_si128(sm, m4)), sc);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int c = 0; c < 2; c++) {
+                const __m256i bits = bd_load32(x->qs + 32 * c);
+                for (int j = 0; j < 4; j++) {
+                    const __m256i yv = bd_load32(y[i].qs + 128 * c + 32 * j);
+                    const __m256i q = _mm256_and_si256(j ? _mm256_srli_epi16(bits, 2 * j) : bits, m3);
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_shuffle_epi8(sc[c], pick[j]), _mm256_maddubs_epi16(q, yv)));
                 }
             }
-        }
-        for (int r = 0; r < R; r++) {
-            const bd_block_q2_K *x = (const bd_block_q2_K *)rp[r] + i;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * bd_h2f(x->d)), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * bd_h2f(x->d)), _mm256_cvtepi32_ps(sumi), acc[r]);
         }
     }
     for (int r = 0; r < R; r++) out[r] = bd_hsum8(acc[r]);
 }
 
-/* Q3_K's 16 scales of a block (sc - 32) as int16 words, vectorised: words 0..7 in both 128-bit halves of s[0],
- * words 8..15 in both halves of s[1], so one byte shuffle per 32-element run picks the run's two scales. Byte j
+/* Q3_K's 16 scales of a block (sc - 32) as int16 words, vectorised, in split16's layout. Byte j
  * of the low nibbles is scale j (j < 8: low nibble of byte j, else high nibble of byte j - 8); its top two bits
  * are bits 2 * (j / 4) of byte 8 + j % 4: the 32-bit word of bytes 8..11 shifted right by 0, 2, 4, 6 in its four
  * dword lanes puts them in place for j = 0..3, 4..7, 8..11, 12..15. */
@@ -217,9 +224,7 @@ AVX2 static inline void q3_K_scales(const uint8_t *sc, __m256i s[2]) {
     const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(l, m4), _mm_and_si128(_mm_srli_epi16(l, 4), m4));
     const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)hi), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
     const __m128i s8 = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
-    const __m256i s16 = _mm256_cvtepi8_epi16(s8);
-    s[0] = _mm256_permute4x64_epi64(s16, 0x44);
-    s[1] = _mm256_permute4x64_epi64(s16, 0xEE);
+    split16(_mm256_cvtepi8_epi16(s8), s);
 }
 
 /* 4 where bit b of the byte is set, else 0 (b a constant: one shift and one and). */
@@ -235,14 +240,7 @@ AVX2 static INLINE __m256i hbit4(__m256i hbits, int b) {
 AVX2 static INLINE void q3_K_rows(int64_t nb, const uint8_t *const *rp, const bd_block_q8_K *y, float *out, size_t pf,
                                   const int R) {
     const __m256i m3 = _mm256_set1_epi8(3), four = _mm256_set1_epi8(4);
-    /* per run j of a 128-element chunk: words 2j (first 16 elements) and 2j + 1 (last 16) of the chunk's scales */
-    const __m256i pick[4] = {
-        _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3),
-        _mm256_setr_epi8(4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7),
-        _mm256_setr_epi8(8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10,
-                         11, 10, 11, 10, 11),
-        _mm256_setr_epi8(12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14,
-                         15, 14, 15, 14, 15, 14, 15, 14, 15)};
+    const __m256i pick[4] = {run_pick(0), run_pick(1), run_pick(2), run_pick(3)};
     __m256 acc[ROWS_MAX];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
