@@ -157,13 +157,6 @@ AVX2 static INLINE void table32_rows(int64_t nb, size_t stride, const uint8_t *c
 
 /* ---- K-quants against Q8_K ---- */
 
-/* int32 lane k of one 32-element run (lane k: elements 4k..4k+3) of levels q (unsigned bytes) times y, the
- * first 16 elements weighted by s0, the other 16 by s1. */
-AVX2 static inline __m256i run32(__m256i q, __m256i y, int s0, int s1) {
-    const __m256i sc = _mm256_set_m128i(_mm_set1_epi16((short)s1), _mm_set1_epi16((short)s0));
-    return _mm256_madd_epi16(sc, _mm256_maddubs_epi16(q, y));
-}
-
 /* A block's 16 int16 scales, words 0..7 in both 128-bit halves of s[0] and words 8..15 in both of s[1], are
  * picked per 32-element run 4c + j by a byte shuffle of s[c] by run_pick(j): word 2j in the run's first 16
  * elements, 2j + 1 in its last 16. */
