@@ -94,4 +94,13 @@ static inline int ggml_variant_avx(const char *v) {
            !strcmp(v, "piledriver");
 }
 
+/* The arm64 builds with FP16_VECTOR_ARITHMETIC (armv8.2_2 and up: CPUs with fphp/asimdhp): ggml's F16 vec_dot
+ * (and with it every F16 matrix product) multiplies and accumulates in half precision, 8 fp16 lanes in 4
+ * chains, converted to float only at the end. Its results are then about 2^-11 * sqrt(K / 32) off the exact
+ * ones, far from braid's float accumulation: a comparison with such a build is "another precision" for F16. */
+static inline int ggml_variant_f16_half_acc(const char *v) {
+    return !strncmp(v, "armv8.2_2", 9) || !strncmp(v, "armv8.2_3", 9) || !strncmp(v, "armv8.6", 7) ||
+           !strncmp(v, "armv9", 5);
+}
+
 #endif

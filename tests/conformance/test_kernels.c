@@ -44,6 +44,7 @@ static ggml_backend_t backend;
 /* For a pair braid claims (oracle_cpu.h) outputs must be bit-identical, elsewhere within tol. */
 static int exact_pair;
 static int quant_exact; /* the quantized products: one order in every AVX2 and AVX-512 build of ggml */
+static const char *variant = ""; /* the ggml build llama.cpp runs here */
 static int same_bits(double d, double tol) { return exact_pair ? d == 0 : d < tol; }
 
 static struct ggml_context *new_ctx(void) {
@@ -316,8 +317,13 @@ static void test_mul_mat(void) {
             const int tiles = bd_simd() >= BD_SIMD_AVX2; /* braid's F32 tiles: llama.cpp's tinyBLAS order */
             const int f16_same = (ty == BD_TYPE_F16 && (T == 1 || (T >= 16 && tiles))) ||
                                  (ty == BD_TYPE_F32 && tiles); /* tiled, whole-K chains */
-            CHECK(quant ? (quant_exact ? d == 0 : d < 2e-5) : f16_same ? same_bits(d, 2e-5) : d < 2e-5, "mul_mat %s T=%lld: %.3g", tt->name,
-                  (long long)T, d);
+            /* ggml's arm64 builds with FP16 vector arithmetic accumulate F16 products in half precision
+             * (ggml_variant.h): braid's float sums are within 1e-2 of the largest output of those (measured
+             * 1.3e-3 at T=3, 3.2e-3 at T=40, K=2560). */
+            const int f16_half = ty == BD_TYPE_F16 && ggml_variant_f16_half_acc(variant);
+            CHECK(quant ? (quant_exact ? d == 0 : d < 2e-5)
+                        : f16_half ? d < 1e-2 : f16_same ? same_bits(d, 2e-5) : d < 2e-5,
+                  "mul_mat %s T=%lld: %.3g", tt->name, (long long)T, d);
             printf("mul_mat %-5s K=%-4lld T=%-3lld max diff / max |y| = %.3g\n", tt->name, (long long)K, (long long)T, d);
             bd_free(wf);
             bd_free(yb);
@@ -331,6 +337,10 @@ int main(void) {
     if (!oracle_pair_get(&pair)) TEST_SKIP("the requested pair cannot run on this CPU");
     exact_pair = pair.exact;
     quant_exact = ggml_variant_width(pair.variant) != 0;
+    variant = pair.variant;
+    if (ggml_variant_f16_half_acc(variant))
+        printf("ggml %s accumulates F16 products in half precision: F16 mul_mat is another precision (1e-2)\n",
+               variant);
     int st = 0;
     const char *lib = NULL;
     oracle_cpu_variant(&st, &lib);
