@@ -86,11 +86,12 @@ static inline int ggml_variant_width(const char *v) {
     return 0;
 }
 
-/* Whether the variant converts Q8_0 activations with its AVX code (quantize_row_q8_0's rounding to nearest
- * even, which braid reproduces at every level): every build from sandybridge up; the SSE4.2 and x64 builds use
- * ggml's reference quantizer instead. */
+/* Whether the variant converts Q8_0 activations with its SIMD code (quantize_row_q8_0's rounding to nearest
+ * even, which braid reproduces at every level): every x86 build from sandybridge up (the SSE4.2 and x64 builds
+ * use ggml's reference quantizer instead) and every arm64 build (NEON's, with a multiplier of 1 / d, which
+ * braid's aarch64 build reproduces). */
 static inline int ggml_variant_avx(const char *v) {
-    return ggml_variant_width(v) != 0 || !strcmp(v, "sandybridge") || !strcmp(v, "ivybridge") ||
+    return ggml_variant_width(v) != 0 || !strncmp(v, "armv", 4) || /* arm64: NEON's rounding, braid's there */ !strcmp(v, "sandybridge") || !strcmp(v, "ivybridge") ||
            !strcmp(v, "piledriver");
 }
 

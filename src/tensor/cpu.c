@@ -1,4 +1,5 @@
-/* cpu.c — CPUID / XGETBV feature detection for x86-64 (all flags 0 on other architectures). */
+/* cpu.c — SIMD feature detection: CPUID / XGETBV on x86-64, the kernel's HWCAP bits on aarch64 Linux (all flags
+ * 0 elsewhere: the portable kernels). */
 #include "tensor/cpu.h"
 
 #include <pthread.h>
@@ -43,6 +44,22 @@ static void detect(void) {
         if (zmm_ok) features.avx512bf16 = (a >> 5) & 1;
     }
 }
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+
+/* The kernel's HWCAP bits (asm/hwcap.h), spelled out so that an old libc's headers do not matter. */
+enum { HWCAP_BIT_ASIMD = 1, HWCAP_BIT_FPHP = 9, HWCAP_BIT_ASIMDHP = 10, HWCAP_BIT_ASIMDDP = 20 };
+
+static void detect(void) {
+    const unsigned long hw = getauxval(AT_HWCAP);
+    features.neon = (hw >> HWCAP_BIT_ASIMD) & 1;
+    features.neon_dotprod = features.neon && ((hw >> HWCAP_BIT_ASIMDDP) & 1);
+    features.neon_fp16 = features.neon && ((hw >> HWCAP_BIT_FPHP) & 1) && ((hw >> HWCAP_BIT_ASIMDHP) & 1);
+}
+#elif defined(__aarch64__)
+/* Other aarch64 systems (macOS would ask sysctl hw.optional.arm.FEAT_DotProd): Advanced SIMD is in every
+ * aarch64 CPU; the optional extensions stay off until someone can test them there. */
+static void detect(void) { features.neon = 1; }
 #else
 static void detect(void) {}
 #endif

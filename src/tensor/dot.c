@@ -1,7 +1,8 @@
 /* dot.c — the kernel table (dot.h) and the SIMD level (simd.h), decided once, for the CPU in use.
  *
- * Level: the best of avx512 (F, BW, VL, VNNI), avx2 (with FMA and F16C) and scalar the CPU supports, or a
- * lower one forced by BRAID_SIMD=scalar|avx2|avx512 (tests compare the levels; asking for a level the CPU
+ * Level: the best of avx512 (F, BW, VL, VNNI), avx2 (with FMA and F16C) and scalar the CPU supports (on aarch64:
+ * dotprod (with FP16 arithmetic), neon, scalar), or a lower one forced by BRAID_SIMD=scalar|avx2|avx512
+ * (|neon|dotprod) (tests compare the levels; asking for a level the CPU
  * lacks falls back to the best one it has, with a warning). This is the one dispatch: the dot products, the
  * gemv and GEMM kernels (all in the table) and every other kernel's bd_simd() switch follow the same level. */
 #include <pthread.h>
@@ -17,7 +18,17 @@ static bd_dot_traits dot_table[BD_TYPE_COUNT];
 static _Atomic int dot_level = -1; /* BD_SIMD_*; -1 until dot_init ran */
 static pthread_once_t dot_once = PTHREAD_ONCE_INIT;
 
-const char *const bd_dot_level_names[BD_SIMD_AVX512 + 1] = {"scalar", "avx2", "avx512"};
+#if BD_HAVE_NEON
+const char *const bd_dot_level_names[BD_SIMD_TOP + 1] = {"scalar", "neon", "dotprod"};
+
+/* dotprod needs the FP16 arithmetic too: its pair, ggml's armv8.2_2 build, computes F16 products in half
+ * precision. A CPU with dotprod but no FP16 vectors (rare: some Cortex-A55 configurations) runs neon. */
+int bd_dot_cpu_level(void) {
+    const bd_cpu_features *f = bd_cpu_get();
+    return f->neon_dotprod && f->neon_fp16 ? BD_SIMD_NEON_DOT : f->neon ? BD_SIMD_NEON : BD_SIMD_SCALAR;
+}
+#else
+const char *const bd_dot_level_names[BD_SIMD_TOP + 1] = {"scalar", "avx2", "avx512"};
 
 int bd_dot_cpu_level(void) {
     const bd_cpu_features *f = bd_cpu_get();
@@ -25,6 +36,7 @@ int bd_dot_cpu_level(void) {
     const int have_avx512 = have_avx2 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512vnni;
     return have_avx512 ? BD_SIMD_AVX512 : have_avx2 ? BD_SIMD_AVX2 : BD_SIMD_SCALAR;
 }
+#endif
 
 /* Runs one level's fills, then drops a lower level's vec_dot_n where this level replaced the vec_dot alone. */
 static void fill_one(bd_dot_traits t[BD_TYPE_COUNT], void (*const fills[])(bd_dot_traits *), int n_fills) {
@@ -52,6 +64,11 @@ void bd_dot_fill_level(bd_dot_traits t[BD_TYPE_COUNT], int level) {
                                                       bd_gemm_b32_fill_avx512};
     if (level >= BD_SIMD_AVX2) fill_one(t, avx2, (int)(sizeof avx2 / sizeof avx2[0]));
     if (level >= BD_SIMD_AVX512) fill_one(t, avx512, (int)(sizeof avx512 / sizeof avx512[0]));
+#elif BD_HAVE_NEON /* dot_neon.c and dot_neon_dot.c are built on aarch64 only */
+    static void (*const neon[])(bd_dot_traits *) = {bd_dot_fill_neon};
+    static void (*const neon_dot[])(bd_dot_traits *) = {bd_dot_fill_neon_dot};
+    if (level >= BD_SIMD_NEON) fill_one(t, neon, 1);
+    if (level >= BD_SIMD_NEON_DOT) fill_one(t, neon_dot, 1);
 #else
     (void)level;
 #endif
@@ -65,10 +82,11 @@ static void dot_init(void) {
     const char *want = getenv("BRAID_SIMD");
     if (want && *want) {
         int asked = -1;
-        for (int l = 0; l <= BD_SIMD_AVX512; l++)
+        for (int l = 0; l <= BD_SIMD_TOP; l++)
             if (!strcmp(want, bd_dot_level_names[l])) asked = l;
         if (asked < 0) {
-            bd_log(BD_LOG_WARN, "BRAID_SIMD=%s is not one of scalar, avx2, avx512: ignored", want);
+            bd_log(BD_LOG_WARN, "BRAID_SIMD=%s is not one of %s, %s, %s: ignored", want, bd_dot_level_names[0],
+                   bd_dot_level_names[1], bd_dot_level_names[2]);
         } else if (asked > level) {
             bd_log(BD_LOG_WARN, "BRAID_SIMD=%s: this CPU lacks it, using the best level it has", want);
         } else {

@@ -35,9 +35,15 @@ void bd_gemm_q8_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemm_k_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemm_b32_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]); /* gemm_b32.c: Q4_1, Q5_1, MXFP4 */
 
+/* aarch64 (dot_neon.c): the plain NEON level's kernels (ggml's armv8.0 build's orders), then the dotprod + FP16
+ * level's (its armv8.2_2 build's). */
+void bd_dot_fill_neon(bd_dot_traits table[BD_TYPE_COUNT]);
+void bd_dot_fill_neon_dot(bd_dot_traits table[BD_TYPE_COUNT]);
+
 /* Levels are simd.h's BD_SIMD_SCALAR..BD_SIMD_AVX512, each needing the CPU features of the one below and more;
  * the dispatcher and the tests that compare levels share these so that they agree on what a CPU supports. */
-extern const char *const bd_dot_level_names[BD_SIMD_AVX512 + 1]; /* "scalar", "avx2", "avx512" (BRAID_SIMD's) */
+/* "scalar", "avx2", "avx512" on x86-64; "scalar", "neon", "dotprod" on aarch64 (BRAID_SIMD's names) */
+extern const char *const bd_dot_level_names[BD_SIMD_TOP + 1];
 /* The best level this CPU supports. */
 int bd_dot_cpu_level(void);
 /* Fills table for level: the types.c rows, then each level's kernels up to this one. */

@@ -12,6 +12,7 @@
 
 /* ---- activation converters ---- */
 
+#if !defined(__aarch64__)
 /* One element of the CPU backend's conversion to 8 bits: ggml rounds with the SIMD round instruction (ties to
  * even) and converts with saturation; a non-finite or huge product gives x86's INT32_MIN. The int32 value and,
  * in *q, the byte the int16/int8 packs make of it. */
@@ -23,7 +24,7 @@ static int32_t act_level(float v, int8_t *q) {
     return r;
 }
 
-void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) {
+static void q8_0_act_x86(const float *x, void *dst, int64_t k) {
     bd_block_q8_0 *y = dst;
     for (int64_t i = 0; i < k / BD_QK8_0; i++, x += BD_QK8_0) {
         float amax = 0.0f;
@@ -34,7 +35,7 @@ void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) {
     }
 }
 
-void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k) {
+static void q8_1_act_x86(const float *x, void *dst, int64_t k) {
     bd_block_q8_1 *y = dst;
     for (int64_t i = 0; i < k / BD_QK32; i++, x += BD_QK32) {
         float amax = 0.0f;
@@ -47,6 +48,54 @@ void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k) {
         y[i].s = bd_fp32_to_fp16(d * (float)(int32_t)sum);
     }
 }
+
+#else
+/* ggml's arm64 builds convert with NEON: d = amax / 127, the multiplier is 1 / d (not 127 / amax), the
+ * rounding is fcvtns (to nearest even, saturating; NaN gives 0), and the byte is the int32's low 8 bits. */
+static int32_t act_level_arm(float v, int8_t *q) {
+    int32_t r;
+    if (v != v) r = 0;
+    else if (v >= 2147483648.0f) r = INT32_MAX;
+    else if (v <= -2147483648.0f) r = INT32_MIN;
+    else r = fabsf(v) < 4194304.f ? bd_nearest_int(v) : (int32_t)v; /* from 2^22 up, floats are integers */
+    *q = (int8_t)(uint8_t)(uint32_t)r;
+    return r;
+}
+
+static void q8_0_act_arm(const float *x, void *dst, int64_t k) {
+    bd_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < k / BD_QK8_0; i++, x += BD_QK8_0) {
+        float amax = 0.0f;
+        for (int j = 0; j < BD_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = bd_fp32_to_fp16(d);
+        for (int j = 0; j < BD_QK8_0; j++) act_level_arm(x[j] * id, &y[i].qs[j]);
+    }
+}
+
+static void q8_1_act_arm(const float *x, void *dst, int64_t k) {
+    bd_block_q8_1 *y = dst;
+    for (int64_t i = 0; i < k / BD_QK32; i++, x += BD_QK32) {
+        float amax = 0.0f;
+        for (int j = 0; j < BD_QK32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        const float d = amax / 127.f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = bd_fp32_to_fp16(d);
+        uint32_t sum = 0;
+        for (int j = 0; j < BD_QK32; j++) sum += (uint32_t)act_level_arm(x[j] * id, &y[i].qs[j]);
+        y[i].s = bd_fp32_to_fp16(d * (float)(int32_t)sum);
+    }
+}
+
+#endif
+
+/* The bytes of the CPU backend llama.cpp runs on this architecture: its x86 builds' or its arm64 builds'. */
+#if defined(__aarch64__)
+void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) { q8_0_act_arm(x, dst, k); }
+void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k) { q8_1_act_arm(x, dst, k); }
+#else
+void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) { q8_0_act_x86(x, dst, k); }
+void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k) { q8_1_act_x86(x, dst, k); }
+#endif
 
 void bd_fp32_to_fp16_act(const float *x, void *dst, int64_t k) { bd_fp32_to_fp16_row(x, dst, k); }
 void bd_fp32_to_bf16_act(const float *x, void *dst, int64_t k) { bd_fp32_to_bf16_row(x, dst, k); }

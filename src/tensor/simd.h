@@ -8,6 +8,12 @@
 #define BRAID_TENSOR_SIMD_H
 
 enum { BD_SIMD_SCALAR = 0, BD_SIMD_AVX2 = 1, BD_SIMD_AVX512 = 2 };
+/* On 64-bit ARM the two levels above the portable one are NEON levels, in the same slots (so "the best level"
+ * and a loop over levels read the same on both): plain Advanced SIMD, paired with ggml's armv8.0 build, and
+ * NEON with the dotprod and FP16 arithmetic extensions (ARMv8.2: Cortex-A76, Neoverse N1, Apple M1 and later),
+ * paired with ggml's armv8.2_2 build. The x86 kernels' switches are compiled on x86-64 only. */
+enum { BD_SIMD_NEON = 1, BD_SIMD_NEON_DOT = 2 };
+#define BD_SIMD_TOP 2 /* the highest level number on any architecture */
 
 /* The level in use (cached after the first call; thread-safe). */
 int bd_simd(void);
@@ -21,6 +27,11 @@ int bd_simd_override(int level);
 #define BD_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c")))
 #else
 #define BD_HAVE_X86 0
+#endif
+#if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+#define BD_HAVE_NEON 1
+#else
+#define BD_HAVE_NEON 0
 #endif
 
 #endif
