@@ -1,5 +1,5 @@
-/* dot_neon.c — the plain NEON level on aarch64 (Advanced SIMD, in every aarch64 CPU): dot products and the
- * Q8_0 activation converter in the float orders of ggml's armv8.0 build (libggml-cpu-armv8.0_1.so), which
+/* dot_neon.c — the plain NEON level on aarch64 (Advanced SIMD, in every aarch64 CPU): dot products (F32, Q8_0, Q4_0, Q4_K,
+ * Q6_K) and the Q8_0 activation converter in the float orders of ggml's armv8.0 build (libggml-cpu-armv8.0_1.so), which
  * llama.cpp loads on CPUs without dotprod (Cortex-A53/A72: Raspberry Pi 3/4). conformance_dot checks them bit
  * for bit against that build (BRAID_SIMD=neon BRAID_GGML_CPU=armv8.0_1).
  *
@@ -65,6 +65,8 @@ void bd_dot_fill_neon(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32_neon;
     t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0_neon;
     t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0_neon;
+    t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K_neon;
+    t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K_neon;
     for (int ty = 0; ty < BD_TYPE_COUNT; ty++)
         if (t[ty].from_float && t[ty].vec_dot_type == BD_TYPE_Q8_0) t[ty].from_float = quantize_q8_0_neon;
 }

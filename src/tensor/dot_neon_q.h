@@ -89,3 +89,87 @@ static void NEON_FN(dot_q4_0_q8_0_)(int64_t n, float *s, const void *vx, const v
     }
     *s = sum;
 }
+
+/* The K-quant dots are exact integers per block until one or two float steps per block, the same in every
+ * arm64 build of ggml without SVE (the lane grouping does not matter: each block's sums are reduced whole):
+ *   Q4_K (x Q8_K): isum = sum over sub-blocks j of sc[j] * (sum of its 32 q * y), imin = sum over j of
+ *     m[j] * (bsums[2j] + bsums[2j+1]); per block, in order: sum = fma(-(fp32(x.dmin) * y.d), float(imin), sum),
+ *     sum = fma(y.d * fp32(x.d), float(isum), sum).
+ *   Q6_K (x Q8_K): isum = sum over 16-element sub-blocks k of scales[k] * (sum of q * y) with q unsigned
+ *     (0..63), imin = sum over k of scales[k] * bsums[k]; sum = fma(fp32(x.d) * y.d, float(isum - 32 imin), sum). */
+static inline int32_t neon_sum32(int8x16_t a0, int8x16_t b0, int8x16_t a1, int8x16_t b1) {
+    return vaddvq_s32(NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), a0, b0), a1, b1));
+}
+
+static void NEON_FN(dot_q4_K_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q4_K *x = vx;
+    const bd_block_q8_K *y = vy;
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    float sum = 0;
+    for (int64_t b = 0; b < n / BD_QK_K; b++) {
+        uint64_t sc64, m64;
+        bd_unpack_scales_k4(x[b].scales, &sc64, &m64);
+        uint8_t sc[8], mn[8];
+        memcpy(sc, &sc64, 8);
+        memcpy(mn, &m64, 8);
+        /* mins: the 32-element sums are pairs of bsums; widen to int32 before the products */
+        const int16x8_t bs = vpaddq_s16(vld1q_s16(y[b].bsums), vld1q_s16(y[b].bsums + 8));
+        const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
+        const int32_t imin = vaddvq_s32(vaddq_s32(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)),
+                                                  vmull_s16(vget_high_s16(bs), vget_high_s16(mins))));
+        const uint8_t *q4 = x[b].qs;
+        const int8_t *q8 = y[b].qs;
+        int32_t isum = 0;
+        for (int j = 0; j < 4; j++, q4 += 32, q8 += 64) {
+            const uint8x16_t v0 = vld1q_u8(q4), v1 = vld1q_u8(q4 + 16);
+            isum += sc[2 * j] * neon_sum32(vreinterpretq_s8_u8(vandq_u8(v0, m4)), vld1q_s8(q8),
+                                           vreinterpretq_s8_u8(vandq_u8(v1, m4)), vld1q_s8(q8 + 16));
+            isum += sc[2 * j + 1] * neon_sum32(vreinterpretq_s8_u8(vshrq_n_u8(v0, 4)), vld1q_s8(q8 + 32),
+                                               vreinterpretq_s8_u8(vshrq_n_u8(v1, 4)), vld1q_s8(q8 + 48));
+        }
+        sum = fmaf(-(neon_h2f(x[b].dmin) * y[b].d), (float)imin, sum);
+        sum = fmaf(y[b].d * neon_h2f(x[b].d), (float)isum, sum);
+    }
+    *s = sum;
+}
+
+/* Sum of 16 q * y products, as an int32. */
+static inline int32_t neon_sum16(uint8x16_t q, const int8_t *y) {
+    return vaddvq_s32(NEON_DOT4(vdupq_n_s32(0), vreinterpretq_s8_u8(q), vld1q_s8(y)));
+}
+
+static void NEON_FN(dot_q6_K_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q6_K *x = vx;
+    const bd_block_q8_K *y = vy;
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), m3 = vdupq_n_u8(3);
+    float sum = 0;
+    for (int64_t b = 0; b < n / BD_QK_K; b++) {
+        const int8x16_t scv = vld1q_s8(x[b].scales);
+        const int16x8_t sl = vmovl_s8(vget_low_s8(scv)), sh = vmovl_s8(vget_high_s8(scv));
+        const int16x8_t b0 = vld1q_s16(y[b].bsums), b1 = vld1q_s16(y[b].bsums + 8);
+        const int32x4_t pm = vaddq_s32(vaddq_s32(vmull_s16(vget_low_s16(b0), vget_low_s16(sl)),
+                                                 vmull_s16(vget_high_s16(b0), vget_high_s16(sl))),
+                                       vaddq_s32(vmull_s16(vget_low_s16(b1), vget_low_s16(sh)),
+                                                 vmull_s16(vget_high_s16(b1), vget_high_s16(sh))));
+        const int32_t imin = vaddvq_s32(pm);
+        const uint8_t *ql = x[b].ql, *qh = x[b].qh;
+        const int8_t *sc = x[b].scales, *q8 = y[b].qs;
+        int32_t isum = 0;
+        for (int j = 0; j < 2; j++, ql += 64, qh += 32, q8 += 128, sc += 8) {
+            const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
+            const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
+            /* elements 0..63 of the half: low nibbles with qh bits 0-1 (0..31) and 2-3 (32..63) */
+            isum += sc[0] * neon_sum16(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h0, m3), 4)), q8);
+            isum += sc[1] * neon_sum16(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(h1, m3), 4)), q8 + 16);
+            isum += sc[2] * neon_sum16(vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 2), m3), 4)), q8 + 32);
+            isum += sc[3] * neon_sum16(vorrq_u8(vandq_u8(l3, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 2), m3), 4)), q8 + 48);
+            /* elements 64..127: high nibbles with qh bits 4-5 (64..95) and 6-7 (96..127) */
+            isum += sc[4] * neon_sum16(vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 4), m3), 4)), q8 + 64);
+            isum += sc[5] * neon_sum16(vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 4), m3), 4)), q8 + 80);
+            isum += sc[6] * neon_sum16(vorrq_u8(vshrq_n_u8(l2, 4), vshlq_n_u8(vshrq_n_u8(h0, 6), 4)), q8 + 96);
+            isum += sc[7] * neon_sum16(vorrq_u8(vshrq_n_u8(l3, 4), vshlq_n_u8(vshrq_n_u8(h1, 6), 4)), q8 + 112);
+        }
+        sum = fmaf(neon_h2f(x[b].d) * y[b].d, (float)(isum - 32 * imin), sum);
+    }
+    *s = sum;
+}
