@@ -34,7 +34,10 @@ export QEMU_CPU=${QEMU_CPU:-neoverse-n1}
 # conformance_archs: one Mamba2-family model (F32 logits, greedy continuation, memory scenarios) and its Q8_0 /
 # Q4_K files against llama.cpp; qwen35 has conformance_qwen35 (full).
 export BRAID_ARCHS=${BRAID_ARCHS-mamba2-tiny,mamba2-small,mamba2-small q8_0,mamba2-small q4_K}
-echo "arm64 under $(qemu-aarch64 --version | head -n 1), QEMU_CPU=$QEMU_CPU, BRAID_ARCHS=$BRAID_ARCHS"
+# conformance_qwen35: tiny and odd models (F32 logits, greedy, image span, memory), medium only as Q8_0 / Q4_K
+export BRAID_QWEN35_QUICK=${BRAID_QWEN35_QUICK-1}
+echo "arm64 under $(qemu-aarch64 --version | head -n 1), QEMU_CPU=$QEMU_CPU, BRAID_ARCHS=$BRAID_ARCHS," \
+     "BRAID_QWEN35_QUICK=$BRAID_QWEN35_QUICK"
 rc=0
 start=$(date +%s)
 if [ "$all" = 1 ]; then

@@ -63,10 +63,7 @@ static void quantize_q8_0_neon(const float *x, void *dst, int64_t k) {
 
 void bd_dot_fill_neon(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32_neon;
-    t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0_neon;
-    t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0_neon;
-    t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K_neon;
-    t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K_neon;
+    fill_q_neon(t);
     for (int ty = 0; ty < BD_TYPE_COUNT; ty++)
         if (t[ty].from_float && t[ty].vec_dot_type == BD_TYPE_Q8_0) t[ty].from_float = quantize_q8_0_neon;
 }

@@ -14,8 +14,5 @@
 #include "tensor/dot_neon_q.h"
 
 void bd_dot_fill_neon_dot(bd_dot_traits t[BD_TYPE_COUNT]) {
-    t[BD_TYPE_Q8_0].vec_dot = dot_q8_0_q8_0_dot;
-    t[BD_TYPE_Q4_0].vec_dot = dot_q4_0_q8_0_dot;
-    t[BD_TYPE_Q4_K].vec_dot = dot_q4_K_q8_K_dot;
-    t[BD_TYPE_Q6_K].vec_dot = dot_q6_K_q8_K_dot;
+    fill_q_dot(t);
 }

@@ -173,3 +173,112 @@ static void NEON_FN(dot_q6_K_q8_K_)(int64_t n, float *s, const void *vx, const v
     }
     *s = sum;
 }
+
+/* ---- decode gemv (gemv.h): Q8_0 and Q4_0, 4 rows at once ---- */
+
+/* The int32 lanes of one 32-element block of row bytes qs (Q8_0 levels, or Q4_0 nibbles minus 8) against the
+ * activation halves y0, y1, grouped as vec_dot groups them. */
+static inline int32x4_t NEON_FN(blk32_)(const uint8_t *qs, int8x16_t y0, int8x16_t y1, int q4) {
+    if (q4) {
+        const uint8x16_t v = vld1q_u8(qs);
+        const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
+        const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
+        return NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), lo, y0), hi, y1);
+    }
+    const int8_t *q = (const int8_t *)qs;
+    return vaddq_s32(NEON_DOT4(vdupq_n_s32(0), vld1q_s8(q), y0), NEON_DOT4(vdupq_n_s32(0), vld1q_s8(q + 16), y1));
+}
+
+/* R (<= 4) rows rp against y: per row exactly vec_dot's even and odd chains and its tail; the activation
+ * blocks are loaded once for the R rows, and pf_len bytes at pf (the next rows) prefetched along the way. */
+static inline void NEON_FN(b32_rows_)(int64_t nb, size_t bsz, const uint8_t *const *rp, const bd_block_q8_0 *y,
+                                      float *out, const int R, const int q4, const uint8_t *pf, size_t pf_len) {
+    float32x4_t a0[4], a1[4];
+    for (int r = 0; r < R; r++) a0[r] = a1[r] = vdupq_n_f32(0);
+    int64_t b = 0;
+    const size_t pf_step = nb > 1 ? (pf_len + (size_t)nb / 2 - 1) / ((size_t)nb / 2) : pf_len;
+    for (size_t o = 0; b + 1 < nb; b += 2, o += pf_step) {
+        if (pf)
+            for (size_t p = o & ~(size_t)63; p < o + pf_step && p < pf_len; p += 64) __builtin_prefetch(pf + p, 0, 2);
+        const int8x16_t y00 = vld1q_s8(y[b].qs), y01 = vld1q_s8(y[b].qs + 16);
+        const int8x16_t y10 = vld1q_s8(y[b + 1].qs), y11 = vld1q_s8(y[b + 1].qs + 16);
+        const float yd0 = neon_h2f(y[b].d), yd1 = neon_h2f(y[b + 1].d);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *x0 = rp[r] + (size_t)b * bsz, *x1 = x0 + bsz;
+            uint16_t h0, h1;
+            memcpy(&h0, x0, 2);
+            memcpy(&h1, x1, 2);
+            const int32x4_t p0 = NEON_FN(blk32_)(x0 + 2, y00, y01, q4), p1 = NEON_FN(blk32_)(x1 + 2, y10, y11, q4);
+            a0[r] = vfmaq_n_f32(a0[r], vcvtq_f32_s32(p0), neon_h2f(h0) * yd0);
+            a1[r] = vfmaq_n_f32(a1[r], vcvtq_f32_s32(p1), neon_h2f(h1) * yd1);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float sum = neon_hadd4(a0[r]) + neon_hadd4(a1[r]);
+        if (b < nb) { /* vec_dot's scalar last block */
+            const uint8_t *x = rp[r] + (size_t)b * bsz;
+            uint16_t h;
+            memcpy(&h, x, 2);
+            const int32_t isum = vaddvq_s32(NEON_FN(blk32_)(x + 2, vld1q_s8(y[b].qs), vld1q_s8(y[b].qs + 16), q4));
+            sum = q4 ? fmaf((float)isum * neon_h2f(h), neon_h2f(y[b].d), sum)
+                     : fmaf((float)isum, neon_h2f(h) * neon_h2f(y[b].d), sum);
+        }
+        out[r] = sum;
+    }
+}
+
+static inline void NEON_FN(gemv_b32_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows,
+                                      const void *xq, size_t bsz, int q4) {
+    const int64_t nb = n / BD_QK8_0;
+    const uint8_t *W = w;
+    int64_t r = 0;
+    for (size_t o = 0; o < (size_t)(nrows < 4 ? nrows : 4) * wrow; o += 64) __builtin_prefetch(W + o, 0, 2);
+    for (; r + 4 <= nrows; r += 4) {
+        const uint8_t *rp[4] = {W + (size_t)r * wrow, W + (size_t)(r + 1) * wrow, W + (size_t)(r + 2) * wrow,
+                                W + (size_t)(r + 3) * wrow};
+        NEON_FN(b32_rows_)(nb, bsz, rp, xq, s + r, 4, q4, r + 8 <= nrows ? W + (size_t)(r + 4) * wrow : NULL,
+                           4 * wrow);
+    }
+    for (; r < nrows; r++) {
+        const uint8_t *rp[1] = {W + (size_t)r * wrow};
+        NEON_FN(b32_rows_)(nb, bsz, rp, xq, s + r, 1, q4, NULL, 0);
+    }
+}
+
+static void NEON_FN(gemv_q8_0_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
+    NEON_FN(gemv_b32_)(n, s, w, wrow, nrows, xq, sizeof(bd_block_q8_0), 0);
+}
+static void NEON_FN(gemv_q4_0_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
+    NEON_FN(gemv_b32_)(n, s, w, wrow, nrows, xq, sizeof(bd_block_q4_0), 1);
+}
+
+/* The K-quants: vec_dot row by row (its bits by construction), the rows 2 KiB ahead prefetched first (the
+ * distance gemv_avx2.c measured best for them). */
+static inline void NEON_FN(gemv_rows_)(bd_vec_dot_fn dot, int64_t n, float *s, const void *w, size_t wrow,
+                                       int64_t nrows, const void *xq) {
+    const uint8_t *W = w;
+    const int64_t ahead = wrow >= 2048 ? 1 : (int64_t)(2048 / wrow);
+    for (int64_t r = 0; r < nrows; r++) {
+        if (r + ahead < nrows)
+            for (size_t o = 0; o < wrow; o += 64) __builtin_prefetch(W + (size_t)(r + ahead) * wrow + o, 0, 2);
+        dot(n, &s[r], W + (size_t)r * wrow, xq);
+    }
+}
+static void NEON_FN(gemv_q4_K_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
+    NEON_FN(gemv_rows_)(NEON_FN(dot_q4_K_q8_K_), n, s, w, wrow, nrows, xq);
+}
+static void NEON_FN(gemv_q6_K_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
+    NEON_FN(gemv_rows_)(NEON_FN(dot_q6_K_q8_K_), n, s, w, wrow, nrows, xq);
+}
+
+/* Registers this level's kernels (each file's fill calls it). */
+static void NEON_FN(fill_q_)(bd_dot_traits t[BD_TYPE_COUNT]) {
+    t[BD_TYPE_Q8_0].vec_dot = NEON_FN(dot_q8_0_q8_0_);
+    t[BD_TYPE_Q4_0].vec_dot = NEON_FN(dot_q4_0_q8_0_);
+    t[BD_TYPE_Q4_K].vec_dot = NEON_FN(dot_q4_K_q8_K_);
+    t[BD_TYPE_Q6_K].vec_dot = NEON_FN(dot_q6_K_q8_K_);
+    t[BD_TYPE_Q8_0].gemv = NEON_FN(gemv_q8_0_);
+    t[BD_TYPE_Q4_0].gemv = NEON_FN(gemv_q4_0_);
+    t[BD_TYPE_Q4_K].gemv = NEON_FN(gemv_q4_K_);
+    t[BD_TYPE_Q6_K].gemv = NEON_FN(gemv_q6_K_);
+}

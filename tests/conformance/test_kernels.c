@@ -262,7 +262,7 @@ static void test_scan_n(int N) {
     double ds = maxdiff(st, gs, (int64_t)N * P * H, maxabs(gs, (int64_t)N * P * H));
     /* the scan's float order depends on the SIMD width (ggml's step is 4 vectors): exact when braid runs the
      * AVX-512 row kernel against the AVX-512 backend this test loads, within rounding otherwise */
-    const int exact = bd_simd() == BD_SIMD_AVX512 && bd_dot_cpu_level() == BD_SIMD_AVX512;
+    const int exact = BD_HAVE_X86 && bd_simd() == BD_SIMD_AVX512 && bd_dot_cpu_level() == BD_SIMD_AVX512;
     CHECK(exact ? dy == 0 : dy < 1e-5, "ssm_scan N %d: output %.3g", N, dy);
     CHECK(exact ? ds == 0 : ds < 1e-5, "ssm_scan N %d: state %.3g", N, ds);
     printf("ssm_scan N %d: max rel diff output %.3g, state %.3g\n", N, dy, ds);
@@ -314,7 +314,7 @@ static void test_mul_mat(void) {
             const int nl_gemm = ty == BD_TYPE_IQ4_NL && T >= 16 && bd_gemmq_get(ty);
             const int other_order = (ty == BD_TYPE_IQ4_NL && T >= 2 && !nl_gemm) || (ty == BD_TYPE_IQ4_XS && T >= 8);
             const int quant = ty != BD_TYPE_F32 && ty != BD_TYPE_BF16 && ty != BD_TYPE_F16 && !other_order;
-            const int tiles = bd_simd() >= BD_SIMD_AVX2; /* braid's F32 tiles: llama.cpp's tinyBLAS order */
+            const int tiles = BD_HAVE_X86 && bd_simd() >= BD_SIMD_AVX2; /* braid's F32 tiles: tinyBLAS's order */
             const int f16_same = (ty == BD_TYPE_F16 && (T == 1 || (T >= 16 && tiles))) ||
                                  (ty == BD_TYPE_F32 && tiles); /* tiled, whole-K chains */
             /* ggml's arm64 builds with FP16 vector arithmetic accumulate F16 products in half precision
