@@ -321,8 +321,13 @@ static void test_mul_mat(void) {
              * (ggml_variant.h): braid's float sums are within 1e-2 of the largest output of those (measured
              * 1.3e-3 at T=3, 3.2e-3 at T=40, K=2560). */
             const int f16_half = ty == BD_TYPE_F16 && ggml_variant_f16_half_acc(variant);
+            /* ggml's other arm64 builds (armv8.0_1, armv8.2_1) differ by ~2e-4 of the largest output at T=3 and
+             * T=40 (measured), the size of rounding the activations to F16: most likely their F16 products
+             * (llamafile's NEON tiles) take the F32 activations as they are, where braid and vec_dot_f16 round
+             * them to F16 first. Not investigated further; held to 1e-3. */
+            const int f16_arm_other = ty == BD_TYPE_F16 && !f16_half && !strncmp(variant, "armv", 4);
             CHECK(quant ? (quant_exact ? d == 0 : d < 2e-5)
-                        : f16_half ? d < 1e-2 : f16_same ? same_bits(d, 2e-5) : d < 2e-5,
+                        : f16_half ? d < 1e-2 : f16_arm_other ? d < 1e-3 : f16_same ? same_bits(d, 2e-5) : d < 2e-5,
                   "mul_mat %s T=%lld: %.3g", tt->name, (long long)T, d);
             printf("mul_mat %-5s K=%-4lld T=%-3lld max diff / max |y| = %.3g\n", tt->name, (long long)K, (long long)T, d);
             bd_free(wf);
