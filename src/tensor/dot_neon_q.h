@@ -133,6 +133,48 @@ static void NEON_FN(dot_q4_K_q8_K_)(int64_t n, float *s, const void *vx, const v
     *s = sum;
 }
 
+/* Q5_K (x Q8_K): isum and imin as Q4_K's, with q = low nibble + 16 * its qh bit (0..31); per block
+ * t = -(float(imin) * (y.d * fp32(x.dmin))), t = fma(y.d * fp32(x.d), float(isum), t), sum = sum + t. */
+static void NEON_FN(dot_q5_K_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q5_K *x = vx;
+    const bd_block_q8_K *y = vy;
+    const uint8x16_t m4 = vdupq_n_u8(0x0f), m1 = vdupq_n_u8(1), m2 = vdupq_n_u8(2);
+    float sum = 0;
+    for (int64_t b = 0; b < n / BD_QK_K; b++) {
+        uint64_t sc64, m64;
+        bd_unpack_scales_k4(x[b].scales, &sc64, &m64);
+        uint8_t sc[8], mn[8];
+        memcpy(sc, &sc64, 8);
+        memcpy(mn, &m64, 8);
+        const int16x8_t bs = vpaddq_s16(vld1q_s16(y[b].bsums), vld1q_s16(y[b].bsums + 8));
+        const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
+        const int32_t imin = vaddvq_s32(vaddq_s32(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)),
+                                                  vmull_s16(vget_high_s16(bs), vget_high_s16(mins))));
+        const uint8_t *q5 = x[b].qs;
+        const int8_t *q8 = y[b].qs;
+        uint8x16_t h0 = vld1q_u8(x[b].qh), h1 = vld1q_u8(x[b].qh + 16);
+        int32_t isum = 0;
+        for (int j = 0; j < 4; j++, q5 += 32, q8 += 64) {
+            const uint8x16_t v0 = vld1q_u8(q5), v1 = vld1q_u8(q5 + 16);
+            /* chunk j's fifth bits: bit 2j of qh (low nibbles), bit 2j+1 (high nibbles) */
+            const uint8x16_t a0 = vorrq_u8(vandq_u8(v0, m4), vshlq_n_u8(vandq_u8(h0, m1), 4));
+            const uint8x16_t a1 = vorrq_u8(vandq_u8(v1, m4), vshlq_n_u8(vandq_u8(h1, m1), 4));
+            const uint8x16_t c0 = vorrq_u8(vshrq_n_u8(v0, 4), vshlq_n_u8(vandq_u8(h0, m2), 3));
+            const uint8x16_t c1 = vorrq_u8(vshrq_n_u8(v1, 4), vshlq_n_u8(vandq_u8(h1, m2), 3));
+            h0 = vshrq_n_u8(h0, 2);
+            h1 = vshrq_n_u8(h1, 2);
+            isum += sc[2 * j] *
+                    neon_sum32(vreinterpretq_s8_u8(a0), vld1q_s8(q8), vreinterpretq_s8_u8(a1), vld1q_s8(q8 + 16));
+            isum += sc[2 * j + 1] *
+                    neon_sum32(vreinterpretq_s8_u8(c0), vld1q_s8(q8 + 32), vreinterpretq_s8_u8(c1), vld1q_s8(q8 + 48));
+        }
+        float t = -((float)imin * (y[b].d * neon_h2f(x[b].dmin)));
+        t = fmaf(y[b].d * neon_h2f(x[b].d), (float)isum, t);
+        sum = sum + t;
+    }
+    *s = sum;
+}
+
 /* Sum of 16 q * y products, as an int32. */
 static inline int32_t neon_sum16(uint8x16_t q, const int8_t *y) {
     return vaddvq_s32(NEON_DOT4(vdupq_n_s32(0), vreinterpretq_s8_u8(q), vld1q_s8(y)));
@@ -161,11 +203,15 @@ static void NEON_FN(dot_q6_K_q8_K_)(int64_t n, float *s, const void *vx, const v
             /* elements 0..63 of the half: low nibbles with qh bits 0-1 (0..31) and 2-3 (32..63) */
             isum += sc[0] * neon_sum16(vorrq_u8(vandq_u8(l0, m4), vshlq_n_u8(vandq_u8(h0, m3), 4)), q8);
             isum += sc[1] * neon_sum16(vorrq_u8(vandq_u8(l1, m4), vshlq_n_u8(vandq_u8(h1, m3), 4)), q8 + 16);
-            isum += sc[2] * neon_sum16(vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 2), m3), 4)), q8 + 32);
-            isum += sc[3] * neon_sum16(vorrq_u8(vandq_u8(l3, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 2), m3), 4)), q8 + 48);
+            isum += sc[2] *
+                    neon_sum16(vorrq_u8(vandq_u8(l2, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 2), m3), 4)), q8 + 32);
+            isum += sc[3] *
+                    neon_sum16(vorrq_u8(vandq_u8(l3, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 2), m3), 4)), q8 + 48);
             /* elements 64..127: high nibbles with qh bits 4-5 (64..95) and 6-7 (96..127) */
-            isum += sc[4] * neon_sum16(vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 4), m3), 4)), q8 + 64);
-            isum += sc[5] * neon_sum16(vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 4), m3), 4)), q8 + 80);
+            isum += sc[4] *
+                    neon_sum16(vorrq_u8(vshrq_n_u8(l0, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h0, 4), m3), 4)), q8 + 64);
+            isum += sc[5] *
+                    neon_sum16(vorrq_u8(vshrq_n_u8(l1, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(h1, 4), m3), 4)), q8 + 80);
             isum += sc[6] * neon_sum16(vorrq_u8(vshrq_n_u8(l2, 4), vshlq_n_u8(vshrq_n_u8(h0, 6), 4)), q8 + 96);
             isum += sc[7] * neon_sum16(vorrq_u8(vshrq_n_u8(l3, 4), vshlq_n_u8(vshrq_n_u8(h1, 6), 4)), q8 + 112);
         }
@@ -267,6 +313,9 @@ static inline void NEON_FN(gemv_rows_)(bd_vec_dot_fn dot, int64_t n, float *s, c
 static void NEON_FN(gemv_q4_K_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
     NEON_FN(gemv_rows_)(NEON_FN(dot_q4_K_q8_K_), n, s, w, wrow, nrows, xq);
 }
+static void NEON_FN(gemv_q5_K_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
+    NEON_FN(gemv_rows_)(NEON_FN(dot_q5_K_q8_K_), n, s, w, wrow, nrows, xq);
+}
 static void NEON_FN(gemv_q6_K_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
     NEON_FN(gemv_rows_)(NEON_FN(dot_q6_K_q8_K_), n, s, w, wrow, nrows, xq);
 }
@@ -276,9 +325,11 @@ static void NEON_FN(fill_q_)(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q8_0].vec_dot = NEON_FN(dot_q8_0_q8_0_);
     t[BD_TYPE_Q4_0].vec_dot = NEON_FN(dot_q4_0_q8_0_);
     t[BD_TYPE_Q4_K].vec_dot = NEON_FN(dot_q4_K_q8_K_);
+    t[BD_TYPE_Q5_K].vec_dot = NEON_FN(dot_q5_K_q8_K_);
     t[BD_TYPE_Q6_K].vec_dot = NEON_FN(dot_q6_K_q8_K_);
     t[BD_TYPE_Q8_0].gemv = NEON_FN(gemv_q8_0_);
     t[BD_TYPE_Q4_0].gemv = NEON_FN(gemv_q4_0_);
     t[BD_TYPE_Q4_K].gemv = NEON_FN(gemv_q4_K_);
+    t[BD_TYPE_Q5_K].gemv = NEON_FN(gemv_q5_K_);
     t[BD_TYPE_Q6_K].gemv = NEON_FN(gemv_q6_K_);
 }
