@@ -94,8 +94,8 @@ static inline int oracle_level_width(int level) {
 }
 
 /* aarch64: braid's neon level follows ggml's armv8.0_1 build, its dotprod level the armv8.2_2 build, for the
- * kernels dot_neon.c / dot_neon_dot.c have (F32, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, and the Q8_0 activation
- * bytes); every other kernel runs braid's portable code, the x86 AVX-512 order: another float order there.
+ * kernels dot_neon.c / dot_neon_dot.c have (F32, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, and the Q8_0
+ * activation bytes); every other kernel runs braid's portable code, the x86 AVX-512 order: another float order there.
  * Returns the paired variant's name for a level, or NULL. */
 static inline const char *oracle_arm_variant(int level) {
 #if defined(__aarch64__)
@@ -109,7 +109,8 @@ static inline const char *oracle_arm_variant(int level) {
 static inline int oracle_arm_exact_dot(int level, const char *v, uint32_t type) {
     const char *want = oracle_arm_variant(level);
     return want && !strcmp(want, v) && (type == BD_TYPE_F32 || type == BD_TYPE_Q8_0 || type == BD_TYPE_Q4_0 ||
-                                                type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K || type == BD_TYPE_Q6_K);
+                                                type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K || type == BD_TYPE_Q6_K ||
+                                                type == BD_TYPE_IQ4_NL || type == BD_TYPE_IQ4_XS);
 }
 
 /* Fills *p and prints it; returns 0 if the comparison cannot run here (the reason printed: the caller skips
@@ -135,7 +136,7 @@ static inline int oracle_pair_get(oracle_pair *p) {
     if (arm && !strcmp(arm, p->variant)) {
         /* not exact as a whole: only the NEON kernels are ggml's order (oracle_arm_exact_dot) */
         printf("pair: braid %s vs ggml %s: bit-identical in the NEON dot products (f32, q8_0, q4_0, q4_K, q5_K, "
-               "q6_K); another float order elsewhere\n",
+               "q6_K, iq4_nl, iq4_xs); another float order elsewhere\n",
                p->level, p->variant);
         return 1;
     }

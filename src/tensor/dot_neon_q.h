@@ -220,6 +220,51 @@ static void NEON_FN(dot_q6_K_q8_K_)(int64_t n, float *s, const void *vx, const v
     *s = sum;
 }
 
+/* The IQ4 levels of 16 nibble indices (TBL into the non-linear table). */
+static inline int8x16_t neon_iq4_levels(uint8x16_t idx) { return vqtbl1q_s8(vld1q_s8(bd_kvalues_iq4nl), idx); }
+
+/* The int32 sum over a 32-element IQ4 block (16 bytes of nibbles: low ones elements 0..15) against y. */
+static inline int32_t NEON_FN(iq4_sum32_)(const uint8_t *qs, const int8_t *y) {
+    const uint8x16_t v = vld1q_u8(qs);
+    return vaddvq_s32(NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), neon_iq4_levels(vandq_u8(v, vdupq_n_u8(0x0f))), vld1q_s8(y)),
+                                neon_iq4_levels(vshrq_n_u8(v, 4)), vld1q_s8(y + 16)));
+}
+
+/* IQ4_NL (x Q8_0): blocks in pairs, t = (fp32(x1.d) * fp32(y1.d)) * float(isum1) rounded, then
+ * t = fma(fp32(x0.d) * fp32(y0.d), float(isum0), t) (the compiler fused the first product of ggml's
+ * a*b + c*d), sum = sum + t; an odd last block: sum = fma(fp32(y.d) * fp32(x.d), float(isum), sum). */
+static void NEON_FN(dot_iq4_nl_q8_0_)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_iq4_nl *x = vx;
+    const bd_block_q8_0 *y = vy;
+    const int64_t nb = n / BD_QK32;
+    float sum = 0;
+    int64_t b = 0;
+    for (; b + 1 < nb; b += 2) {
+        const int32_t i0 = NEON_FN(iq4_sum32_)(x[b].qs, y[b].qs), i1 = NEON_FN(iq4_sum32_)(x[b + 1].qs, y[b + 1].qs);
+        float t = neon_h2f(x[b + 1].d) * neon_h2f(y[b + 1].d) * (float)i1;
+        t = fmaf(neon_h2f(x[b].d) * neon_h2f(y[b].d), (float)i0, t);
+        sum = sum + t;
+    }
+    for (; b < nb; b++)
+        sum = fmaf(neon_h2f(y[b].d) * neon_h2f(x[b].d), (float)NEON_FN(iq4_sum32_)(x[b].qs, y[b].qs), sum);
+    *s = sum;
+}
+
+/* IQ4_XS (x Q8_K): isum = sum over sub-blocks j of (ls_j - 32) * (its 32 kvalue * y); per block
+ * sum = fma(fp32(x.d) * y.d, float(isum), sum). */
+static void NEON_FN(dot_iq4_xs_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_iq4_xs *x = vx;
+    const bd_block_q8_K *y = vy;
+    float sum = 0;
+    for (int64_t b = 0; b < n / BD_QK_K; b++) {
+        int32_t isum = 0;
+        for (int j = 0; j < 8; j++)
+            isum += bd_iq4_xs_scale(&x[b], j) * NEON_FN(iq4_sum32_)(x[b].qs + 16 * j, y[b].qs + 32 * j);
+        sum = fmaf(neon_h2f(x[b].d) * y[b].d, (float)isum, sum);
+    }
+    *s = sum;
+}
+
 /* ---- decode gemv (gemv.h): Q8_0 and Q4_0, 4 rows at once ---- */
 
 /* The int32 lanes of one 32-element block of row bytes qs (Q8_0 levels, or Q4_0 nibbles minus 8) against the
@@ -327,6 +372,8 @@ static void NEON_FN(fill_q_)(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q4_K].vec_dot = NEON_FN(dot_q4_K_q8_K_);
     t[BD_TYPE_Q5_K].vec_dot = NEON_FN(dot_q5_K_q8_K_);
     t[BD_TYPE_Q6_K].vec_dot = NEON_FN(dot_q6_K_q8_K_);
+    t[BD_TYPE_IQ4_NL].vec_dot = NEON_FN(dot_iq4_nl_q8_0_);
+    t[BD_TYPE_IQ4_XS].vec_dot = NEON_FN(dot_iq4_xs_q8_K_);
     t[BD_TYPE_Q8_0].gemv = NEON_FN(gemv_q8_0_);
     t[BD_TYPE_Q4_0].gemv = NEON_FN(gemv_q4_0_);
     t[BD_TYPE_Q4_K].gemv = NEON_FN(gemv_q4_K_);
