@@ -7,7 +7,7 @@
  *     |w| x (y with w's sign) by vpmaddubsw, pairs to int32, one fused multiply-add of the block's scale
  *     product), the activation block loaded once for the 4, the next 4 rows prefetched as they go.
  *   - every other type: the dot product the dispatcher chose (dot.h), called row by row, with the rows a
- *     group ahead prefetched first. Its bits are vec_dot's by construction, whatever order dot_avx2.c's float
+ *     group ahead prefetched first (not on AMD CPUs, where that measured slower: sw_prefetch). Its bits are vec_dot's by construction, whatever order dot_avx2.c's float
  *     dots follow.
  * Prefetches past the end of the matrix are harmless (they never fault). */
 #include <immintrin.h>
@@ -36,12 +36,27 @@ static inline void pf_bytes(const uint8_t *p, size_t len) {
 /* The rows ahead to prefetch: at least one, as many as fit `ahead` bytes. */
 static int64_t pf_rows(size_t wrow, size_t ahead) { return wrow >= ahead ? 1 : (int64_t)(ahead / wrow); }
 
-/* ---- any type: vec_dot per row, prefetching ahead ---- */
+/* ---- any type: vec_dot per row, prefetching ahead where that helps ---- */
+
+/* Whether to prefetch ahead of the row-by-row dots. Measured with both threads streaming, forced AVX2, qwen35
+ * 0.5b decode (bench_llama_vs_braid -t 2): on an AMD Zen 5 EPYC the hardware prefetcher alone did better
+ * (F16 tg 22-24 -> 26-30 tok/s, Q4_K 73 -> 88, Q6_K 62 -> 65; bench_kernels' F16 matvec 28-35 -> 42-48 GB/s):
+ * there the extra requests only compete with its own. On the Intel Xeon of the distances above, prefetching
+ * is what brought the kernels near the bandwidth. So AMD CPUs leave it to the hardware. */
+static int sw_prefetch(void) {
+    static int v = -1;
+    if (v < 0) v = !__builtin_cpu_is("amd");
+    return v;
+}
 
 static void gemv_rows_vec_dot(uint32_t type, int64_t n, float *s, const void *w, size_t wrow, int64_t nrows,
                               const void *xq, size_t pf_ahead) {
     const bd_vec_dot_fn dot = bd_dot_traits_get(type)->vec_dot;
     const uint8_t *W = w;
+    if (!sw_prefetch()) {
+        for (int64_t r = 0; r < nrows; r++) dot(n, &s[r], W + (size_t)r * wrow, xq);
+        return;
+    }
     const int64_t ahead = pf_rows(wrow, pf_ahead);
     pf_bytes(W, (size_t)(ahead < nrows ? ahead : nrows) * wrow);
     for (int64_t r = 0; r < nrows; r++) {
