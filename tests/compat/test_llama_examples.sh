@@ -48,7 +48,11 @@ chat() {
     replies=$(grep -ao $'\e\\[33m[^\e]\\+' "$work/chat.out" | wc -l)
     [ "$replies" -ge 2 ] || { cat "$work/chat.out"; echo "replies: $replies"; return 1; }
 }
-check "simple-chat answers two turns" chat
+# simple-chat samples at temperature 0.8 from a random seed (its code, unchanged), so a turn can draw the
+# end-of-generation token first and answer nothing: seen once in a full run. Up to three tries, each a real
+# two-turn conversation; a broken shim fails all three.
+chat_tries() { chat || chat || chat; }
+check "simple-chat answers two turns (one of three tries)" chat_tries
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
