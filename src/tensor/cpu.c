@@ -18,6 +18,8 @@ static unsigned long long read_xcr0(void) {
 
 static void detect(void) {
     unsigned int a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) /* the vendor string is EBX, EDX, ECX */
+        features.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
     const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
     const int fma = (c >> 12) & 1, f16c = (c >> 29) & 1;

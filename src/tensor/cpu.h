@@ -12,6 +12,7 @@ typedef struct bd_cpu_features {
     int avx512f, avx512bw, avx512vl;   /* AVX-512 level (with the OS saving ZMM state) */
     int avx512vnni, avx512bf16, avx512vbmi;
     int avx_vnni;                      /* VEX-encoded VNNI (Alder Lake and later) */
+    int amd;                           /* CPUID vendor "AuthenticAMD" (decode kernels tune their prefetch) */
     /* aarch64 (getauxval(AT_HWCAP)): Advanced SIMD (every aarch64 Linux CPU), the SDOT/UDOT dot products
      * (ARMv8.2 dotprod, "asimddp"), half-precision arithmetic (scalar "fphp" and vector "asimdhp"). */
     int neon, neon_dotprod, neon_fp16;

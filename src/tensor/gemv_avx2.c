@@ -7,12 +7,13 @@
  *     |w| x (y with w's sign) by vpmaddubsw, pairs to int32, one fused multiply-add of the block's scale
  *     product), the activation block loaded once for the 4, the next 4 rows prefetched as they go.
  *   - every other type: the dot product the dispatcher chose (dot.h), called row by row, with the rows a
- *     group ahead prefetched first (not on AMD CPUs, where that measured slower: sw_prefetch). Its bits are vec_dot's by construction, whatever order dot_avx2.c's float
- *     dots follow.
+ *     group ahead prefetched first (not on AMD CPUs, where that measured slower: sw_prefetch). Its bits are
+ *     vec_dot's by construction, whatever order dot_avx2.c's float dots follow.
  * Prefetches past the end of the matrix are harmless (they never fault). */
 #include <immintrin.h>
 #include <string.h>
 
+#include "tensor/cpu.h"
 #include "tensor/dot.h"
 #include "tensor/dot_impl.h"
 #include "tensor/lanes_x86.h"
@@ -42,12 +43,10 @@ static int64_t pf_rows(size_t wrow, size_t ahead) { return wrow >= ahead ? 1 : (
  * 0.5b decode (bench_llama_vs_braid -t 2): on an AMD Zen 5 EPYC the hardware prefetcher alone did better
  * (F16 tg 22-24 -> 26-30 tok/s, Q4_K 73 -> 88, Q6_K 62 -> 65; bench_kernels' F16 matvec 28-35 -> 42-48 GB/s):
  * there the extra requests only compete with its own. On the Intel Xeon of the distances above, prefetching
- * is what brought the kernels near the bandwidth. So AMD CPUs leave it to the hardware. */
-static int sw_prefetch(void) {
-    static int v = -1;
-    if (v < 0) v = !__builtin_cpu_is("amd");
-    return v;
-}
+ * is what brought the kernels near the bandwidth. So AMD CPUs leave it to the hardware. What hurts there is
+ * the burst of a whole row's prefetches before each dot: the 4-row kernels (here and dot_avx2_mix.c), which
+ * spread theirs over the blocks, lost 30-55% of their decode speed without them on the same CPU. */
+static int sw_prefetch(void) { return !bd_cpu_get()->amd; }
 
 static void gemv_rows_vec_dot(uint32_t type, int64_t n, float *s, const void *w, size_t wrow, int64_t nrows,
                               const void *xq, size_t pf_ahead) {
