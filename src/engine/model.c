@@ -130,8 +130,12 @@ static uint64_t mem_available(void) {
         if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
     if (f) fclose(f);
     if (kb) return (uint64_t)kb * 1024;
+#ifdef _SC_AVPHYS_PAGES /* glibc and musl; macOS has neither it nor /proc: unknown there */
     long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+#else
+    return 0;
+#endif
 }
 
 typedef struct span {
