@@ -201,25 +201,28 @@ AVX512 static INLINE void b32_rows(int64_t nb, const uint8_t *const *rp, const u
     }
 }
 
-#define GEMV_B32(name, KIND)                                                                                     \
+/* The row loop of both families: ROWS(nb, rp, y, out, pf, P, kind) runs 2P rows (P = 4: 8 rows with the next 8
+ * prefetched; P = 1: a pair, the odd last row paired with itself), nb blocks of QK. */
+#define GEMV_PAIRS(name, QK, ROWS, KIND)                                                                         \
     AVX512 static void name(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {     \
-        const int64_t nb = n / BD_QK32;                                                                          \
+        const int64_t nb = n / (QK);                                                                             \
         const uint8_t *W = w;                                                                                    \
         int64_t r = 0;                                                                                           \
         for (; r + 8 <= nrows; r += 8) {                                                                         \
             const uint8_t *rp[8];                                                                                \
             float *out[8];                                                                                       \
             for (int i = 0; i < 8; i++) rp[i] = W + (size_t)(r + i) * wrow, out[i] = s + r + i;                  \
-            b32_rows(nb, rp, xq, out, 8 * wrow, 4, KIND);                                                        \
+            ROWS(nb, rp, xq, out, 8 * wrow, 4, KIND);                                                            \
         }                                                                                                        \
         /* the last 1..7 rows: pairs, the odd one paired with itself */                                          \
         for (; r < nrows; r += 2) {                                                                              \
             const int64_t rb = r + 1 < nrows ? r + 1 : r;                                                        \
             const uint8_t *rp[2] = {W + (size_t)r * wrow, W + (size_t)rb * wrow};                                \
             float *out[2] = {s + r, s + rb};                                                                     \
-            b32_rows(nb, rp, xq, out, 0, 1, KIND);                                                               \
+            ROWS(nb, rp, xq, out, 0, 1, KIND);                                                                   \
         }                                                                                                        \
     }
+#define GEMV_B32(name, KIND) GEMV_PAIRS(name, BD_QK32, b32_rows, KIND)
 GEMV_B32(gemv_q4_1, K_Q4_1)
 GEMV_B32(gemv_q5_1, K_Q5_1)
 GEMV_B32(gemv_q5_0, K_Q5_0)
@@ -384,25 +387,7 @@ AVX512 static INLINE void k_rows(int64_t nb, const uint8_t *const *rp, const bd_
     }
 }
 
-#define GEMV_K(name, KIND)                                                                                       \
-    AVX512 static void name(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {     \
-        const int64_t nb = n / BD_QK_K;                                                                          \
-        const uint8_t *W = w;                                                                                    \
-        int64_t r = 0;                                                                                           \
-        for (; r + 8 <= nrows; r += 8) {                                                                         \
-            const uint8_t *rp[8];                                                                                \
-            float *out[8];                                                                                       \
-            for (int i = 0; i < 8; i++) rp[i] = W + (size_t)(r + i) * wrow, out[i] = s + r + i;                  \
-            k_rows(nb, rp, xq, out, 8 * wrow, 4, KIND);                                                          \
-        }                                                                                                        \
-        /* the last 1..7 rows: pairs, the odd one paired with itself */                                          \
-        for (; r < nrows; r += 2) {                                                                              \
-            const int64_t rb = r + 1 < nrows ? r + 1 : r;                                                        \
-            const uint8_t *rp[2] = {W + (size_t)r * wrow, W + (size_t)rb * wrow};                                \
-            float *out[2] = {s + r, s + rb};                                                                     \
-            k_rows(nb, rp, xq, out, 0, 1, KIND);                                                                 \
-        }                                                                                                        \
-    }
+#define GEMV_K(name, KIND) GEMV_PAIRS(name, BD_QK_K, k_rows, KIND)
 GEMV_K(gemv_q2_K, K_Q2_K)
 GEMV_K(gemv_q3_K, K_Q3_K)
 GEMV_K(gemv_iq4_xs, K_IQ4_XS)
