@@ -24,35 +24,16 @@ static int32_t act_level(float v, int8_t *q) {
     return r;
 }
 
-static void q8_0_act_x86(const float *x, void *dst, int64_t k) {
-    bd_block_q8_0 *y = dst;
-    for (int64_t i = 0; i < k / BD_QK8_0; i++, x += BD_QK8_0) {
-        float amax = 0.0f;
-        for (int j = 0; j < BD_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
-        y[i].d = bd_fp32_to_fp16(amax / 127.f);
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-        for (int j = 0; j < BD_QK8_0; j++) act_level(x[j] * id, &y[i].qs[j]);
-    }
-}
-
-static void q8_1_act_x86(const float *x, void *dst, int64_t k) {
-    bd_block_q8_1 *y = dst;
-    for (int64_t i = 0; i < k / BD_QK32; i++, x += BD_QK32) {
-        float amax = 0.0f;
-        for (int j = 0; j < BD_QK32; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.f;
-        y[i].d = bd_fp32_to_fp16(d);
-        const float id = amax != 0.0f ? 127.f / amax : 0.0f;
-        uint32_t sum = 0; /* ggml sums the int32 levels before packing them (wrapping, for the INT32_MIN case) */
-        for (int j = 0; j < BD_QK32; j++) sum += (uint32_t)act_level(x[j] * id, &y[i].qs[j]);
-        y[i].s = bd_fp32_to_fp16(d * (float)(int32_t)sum);
-    }
+/* x86 builds multiply by 127 / amax. */
+static float act_inv(float amax, float d) {
+    (void)d;
+    return amax != 0.0f ? 127.f / amax : 0.0f;
 }
 
 #else
 /* ggml's arm64 builds convert with NEON: d = amax / 127, the multiplier is 1 / d (not 127 / amax), the
  * rounding is fcvtns (to nearest even, saturating; NaN gives 0), and the byte is the int32's low 8 bits. */
-static int32_t act_level_arm(float v, int8_t *q) {
+static int32_t act_level(float v, int8_t *q) {
     int32_t r;
     if (v != v) r = 0;
     else if (v >= 2147483648.0f) r = INT32_MAX;
@@ -62,40 +43,38 @@ static int32_t act_level_arm(float v, int8_t *q) {
     return r;
 }
 
-static void q8_0_act_arm(const float *x, void *dst, int64_t k) {
+static float act_inv(float amax, float d) {
+    (void)amax;
+    return d != 0.0f ? 1.0f / d : 0.0f;
+}
+
+#endif
+
+/* The bytes of the CPU backend llama.cpp runs on this architecture (act_level and act_inv above): its x86
+ * builds' or its arm64 builds'. */
+void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) {
     bd_block_q8_0 *y = dst;
     for (int64_t i = 0; i < k / BD_QK8_0; i++, x += BD_QK8_0) {
         float amax = 0.0f;
         for (int j = 0; j < BD_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float d = amax / 127.f, id = act_inv(amax, d);
         y[i].d = bd_fp32_to_fp16(d);
-        for (int j = 0; j < BD_QK8_0; j++) act_level_arm(x[j] * id, &y[i].qs[j]);
+        for (int j = 0; j < BD_QK8_0; j++) act_level(x[j] * id, &y[i].qs[j]);
     }
 }
 
-static void q8_1_act_arm(const float *x, void *dst, int64_t k) {
+void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k) {
     bd_block_q8_1 *y = dst;
     for (int64_t i = 0; i < k / BD_QK32; i++, x += BD_QK32) {
         float amax = 0.0f;
         for (int j = 0; j < BD_QK32; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float d = amax / 127.f, id = act_inv(amax, d);
         y[i].d = bd_fp32_to_fp16(d);
-        uint32_t sum = 0;
-        for (int j = 0; j < BD_QK32; j++) sum += (uint32_t)act_level_arm(x[j] * id, &y[i].qs[j]);
+        uint32_t sum = 0; /* ggml sums the int32 levels before packing them (wrapping, for the INT32_MIN case) */
+        for (int j = 0; j < BD_QK32; j++) sum += (uint32_t)act_level(x[j] * id, &y[i].qs[j]);
         y[i].s = bd_fp32_to_fp16(d * (float)(int32_t)sum);
     }
 }
-
-#endif
-
-/* The bytes of the CPU backend llama.cpp runs on this architecture: its x86 builds' or its arm64 builds'. */
-#if defined(__aarch64__)
-void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) { q8_0_act_arm(x, dst, k); }
-void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k) { q8_1_act_arm(x, dst, k); }
-#else
-void bd_quantize_row_q8_0_act(const float *x, void *dst, int64_t k) { q8_0_act_x86(x, dst, k); }
-void bd_quantize_row_q8_1_act(const float *x, void *dst, int64_t k) { q8_1_act_x86(x, dst, k); }
-#endif
 
 void bd_fp32_to_fp16_act(const float *x, void *dst, int64_t k) { bd_fp32_to_fp16_row(x, dst, k); }
 void bd_fp32_to_bf16_act(const float *x, void *dst, int64_t k) { bd_fp32_to_bf16_row(x, dst, k); }
