@@ -101,22 +101,28 @@ static inline int32_t neon_sum32(int8x16_t a0, int8x16_t b0, int8x16_t a1, int8x
     return vaddvq_s32(NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), a0, b0), a1, b1));
 }
 
+/* Q4_K / Q5_K, one block: its 8 sub-block scales into sc, and the return value imin = Σ mins × (the
+ * 32-element sums of the activations, pairs of bsums), the products widened to int32 first. */
+static inline int32_t neon_k4_scales(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8]) {
+    uint64_t sc64, m64;
+    bd_unpack_scales_k4(scales, &sc64, &m64);
+    uint8_t mn[8];
+    memcpy(sc, &sc64, 8);
+    memcpy(mn, &m64, 8);
+    const int16x8_t bs = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
+    return vaddvq_s32(vaddq_s32(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)),
+                                vmull_s16(vget_high_s16(bs), vget_high_s16(mins))));
+}
+
 static void NEON_FN(dot_q4_K_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
     const bd_block_q4_K *x = vx;
     const bd_block_q8_K *y = vy;
     const uint8x16_t m4 = vdupq_n_u8(0x0f);
     float sum = 0;
     for (int64_t b = 0; b < n / BD_QK_K; b++) {
-        uint64_t sc64, m64;
-        bd_unpack_scales_k4(x[b].scales, &sc64, &m64);
-        uint8_t sc[8], mn[8];
-        memcpy(sc, &sc64, 8);
-        memcpy(mn, &m64, 8);
-        /* mins: the 32-element sums are pairs of bsums; widen to int32 before the products */
-        const int16x8_t bs = vpaddq_s16(vld1q_s16(y[b].bsums), vld1q_s16(y[b].bsums + 8));
-        const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
-        const int32_t imin = vaddvq_s32(vaddq_s32(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)),
-                                                  vmull_s16(vget_high_s16(bs), vget_high_s16(mins))));
+        uint8_t sc[8];
+        const int32_t imin = neon_k4_scales(x[b].scales, y[b].bsums, sc);
         const uint8_t *q4 = x[b].qs;
         const int8_t *q8 = y[b].qs;
         int32_t isum = 0;
@@ -141,15 +147,8 @@ static void NEON_FN(dot_q5_K_q8_K_)(int64_t n, float *s, const void *vx, const v
     const uint8x16_t m4 = vdupq_n_u8(0x0f), m1 = vdupq_n_u8(1), m2 = vdupq_n_u8(2);
     float sum = 0;
     for (int64_t b = 0; b < n / BD_QK_K; b++) {
-        uint64_t sc64, m64;
-        bd_unpack_scales_k4(x[b].scales, &sc64, &m64);
-        uint8_t sc[8], mn[8];
-        memcpy(sc, &sc64, 8);
-        memcpy(mn, &m64, 8);
-        const int16x8_t bs = vpaddq_s16(vld1q_s16(y[b].bsums), vld1q_s16(y[b].bsums + 8));
-        const int16x8_t mins = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
-        const int32_t imin = vaddvq_s32(vaddq_s32(vmull_s16(vget_low_s16(bs), vget_low_s16(mins)),
-                                                  vmull_s16(vget_high_s16(bs), vget_high_s16(mins))));
+        uint8_t sc[8];
+        const int32_t imin = neon_k4_scales(x[b].scales, y[b].bsums, sc);
         const uint8_t *q5 = x[b].qs;
         const int8_t *q8 = y[b].qs;
         uint8x16_t h0 = vld1q_u8(x[b].qh), h1 = vld1q_u8(x[b].qh + 16);
