@@ -3,9 +3,10 @@
  * The paths:
  * - F32 weights: register-blocked kernels. A tile of R weight rows × C tokens keeps R·C vector accumulators in
  *   registers, so each weight vector loaded is used C times and each activation vector R times (AVX-512:
- *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes). Each output is one accumulator over k in steps of the vector
- *   width, then hsum's fixed reduction, identical in every tile shape: llamafile's tinyBLAS order in the
- *   ggml build paired with the level (16 lanes for the AVX-512 builds, 8 for the AVX2 builds), and a result
+ *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes, NEON: 4×6 of 4 lanes). Each output is one accumulator over k in
+ *   steps of the vector width, then hsum's fixed reduction, identical in every tile shape: llamafile's
+ *   tinyBLAS order in the ggml build paired with the level (16 lanes for the AVX-512 builds, 8 for the AVX2
+ *   builds, 4 for the arm64 ones), and a result
  *   that does not depend on the tiling or the thread count. Where ggml does not tile (one token, N not a
  *   multiple of 4, K not of the width: mm_f32_tiles) each output is the F32 vec_dot, as in ggml.
  * - Other types, few tokens (decode): each thread converts the activations to vec_dot_type itself, then runs
@@ -33,6 +34,9 @@
 
 #if BD_HAVE_X86
 #include <immintrin.h>
+#endif
+#if BD_HAVE_NEON
+#include <arm_neon.h>
 #endif
 
 enum {
@@ -196,9 +200,56 @@ BD_TARGET_AVX2 static void mk256_1x1(const float *W, int64_t ldw, int64_t K, con
     mk256(W, ldw, K, x, ldx, y, ldy, add, 1, 1);
 }
 
+
+#endif
+
+#if BD_HAVE_NEON
+/* NEON, 4 lanes: ggml's arm64 builds run llamafile's tinyBLAS<4> for F32 prompts from 4 tokens (and for F16
+ * ones, with the activations as they are, in the builds without FP16 arithmetic): per output one float32x4
+ * chain of fused multiply-adds over K (K % 4 == 0, mm_f32_tiles), then vaddvq's (a0 + a1) + (a2 + a3). Their
+ * tile is 4 rows x 6 tokens in the 32 vector registers, as here. */
+#define MM_INLINE static inline __attribute__((always_inline))
+MM_INLINE void mk128(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+                     int add, const int R, const int C) {
+    float32x4_t acc[4][6];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = vdupq_n_f32(0);
+    for (int64_t k = 0; k + 4 <= K; k += 4) {
+        float32x4_t w[4];
+        for (int r = 0; r < R; r++) w[r] = vld1q_f32(W + r * ldw + k);
+        for (int c = 0; c < C; c++) {
+            const float32x4_t xv = vld1q_f32(x + c * ldx + k);
+            for (int r = 0; r < R; r++) acc[r][c] = vfmaq_f32(acc[r][c], w[r], xv);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) {
+            const float v = vaddvq_f32(acc[r][c]);
+            y[c * ldy + r] = add ? y[c * ldy + r] + v : v;
+        }
+}
+static void mk128_4x6(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int add) {
+    mk128(W, ldw, K, x, ldx, y, ldy, add, 4, 6);
+}
+static void mk128_1x6(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int add) {
+    mk128(W, ldw, K, x, ldx, y, ldy, add, 1, 6);
+}
+static void mk128_4x1(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int add) {
+    mk128(W, ldw, K, x, ldx, y, ldy, add, 4, 1);
+}
+static void mk128_1x1(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int add) {
+    mk128(W, ldw, K, x, ldx, y, ldy, add, 1, 1);
+}
+#endif
+
 typedef void (*mk_fn)(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int add);
 
+#if BD_HAVE_X86 || BD_HAVE_NEON
 /* Tiles rows [r0, r1) × all tokens with the four kernel shapes of one SIMD level (RxC, 1xC, Rx1, 1x1).
  * Each output is one vector accumulator over the whole of K and one reduction, as in ggml's tiled F32 kernel
  * (llamafile's tinyBLAS), which is what llama.cpp runs for F32 and F16 prompts: cutting K into chunks (to keep
@@ -231,13 +282,18 @@ static void mm_f32_rows_tiled(const mm_f32 *a, int64_t r0, int64_t r1, int C, mk
 /* Whether an F32 product (or F16's dequantized one) of this shape takes the tiles: where llama.cpp's CPU
  * backend runs llamafile's tinyBLAS, whose per-output order the tiles have (one chain of the vector width W
  * over the whole of K, then hsum): at least 2 tokens, N a multiple of 4, K of W (16 lanes in the AVX-512
- * builds, 8 in the AVX2 builds; braid's level follows its paired build). Elsewhere ggml takes vec_dot_f32 per
- * output, and so does braid. The portable level always tiles (its own order; it claims no pair). */
+ * builds, 8 in the AVX2 builds; the arm64 builds: 4 lanes, from 4 tokens; braid's level follows its paired
+ * build). Elsewhere ggml takes vec_dot_f32 per output, and so does braid. The portable level always tiles
+ * (its own order; it claims no pair). */
 static int mm_f32_tiles(int64_t N, int64_t K, int64_t T) {
     const int lv = bd_simd();
     if (lv == BD_SIMD_SCALAR) return 1;
+#if BD_HAVE_NEON
+    return T >= 4 && N % 4 == 0 && K % 4 == 0; /* the NEON builds' tinyBLAS: 4 lanes, from 4 tokens */
+#else
     const int64_t w = lv == BD_SIMD_AVX512 ? 16 : 8;
     return T >= 2 && N % 4 == 0 && K % w == 0;
+#endif
 }
 
 /* Rows [r0, r1) of an F32 product with the best kernel of the SIMD level. */
@@ -254,6 +310,11 @@ static void mm_f32_rows(const mm_f32 *a, int64_t r0, int64_t r1) {
     case BD_SIMD_AVX512: mm_f32_rows_tiled(a, r0, r1, 6, mk512_4x6, mk512_1x6, mk512_4x1, mk512_1x1); return;
     case BD_SIMD_AVX2: mm_f32_rows_tiled(a, r0, r1, 3, mk256_4x3, mk256_1x3, mk256_4x1, mk256_1x1); return;
     default: break;
+    }
+#elif BD_HAVE_NEON
+    if (bd_simd() != BD_SIMD_SCALAR) {
+        mm_f32_rows_tiled(a, r0, r1, 6, mk128_4x6, mk128_1x6, mk128_4x1, mk128_1x1);
+        return;
     }
 #endif
     mm_f32_rows_scalar(a, r0, r1);
@@ -434,6 +495,14 @@ BD_TARGET_AVX2 static void f16_to_f32_avx2(const void *src, float *dst, int64_t 
     for (; i < n; i++) dst[i] = bd_fp16_to_fp32(h[i]);
 }
 #endif
+#if BD_HAVE_NEON
+static void f16_to_f32_neon(const void *src, float *dst, int64_t n) {
+    const uint16_t *h = src;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(dst + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h + i))));
+    for (; i < n; i++) dst[i] = bd_fp16_to_fp32(h[i]);
+}
+#endif
 
 typedef void (*to_float_fn)(const void *src, float *dst, int64_t n);
 
@@ -444,6 +513,8 @@ static to_float_fn fast_to_float(const bd_type_traits *t, uint32_t type) {
         if (bd_simd() == BD_SIMD_AVX512) return f16_to_f32_avx512;
         if (bd_simd() == BD_SIMD_AVX2) return f16_to_f32_avx2;
     }
+#elif BD_HAVE_NEON
+    if (type == BD_TYPE_F16 && bd_simd() != BD_SIMD_SCALAR) return f16_to_f32_neon;
 #else
     (void)type;
 #endif
@@ -460,6 +531,7 @@ typedef struct mm_deq {
     uint8_t *xq; /* [T][xrow] */
     size_t xrow;
     float *xf; /* [T][K] activations as the dot product sees them */
+    int raw;   /* xf: the activations as they are, not through vec_dot_type (deq_raw) */
     float *y;
     int64_t N, K, T, ldx, ldy;
 } mm_deq;
@@ -471,6 +543,10 @@ static void mm_deq_task(void *arg, int ith, int nth) {
     bd_split(a->T, ith, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; t++) {
         uint8_t *xq = a->xq + (size_t)t * a->xrow;
+        if (a->raw) {
+            memcpy(a->xf + t * K, a->x + t * a->ldx, (size_t)K * sizeof(float));
+            continue;
+        }
         a->dt->from_float(a->x + t * a->ldx, xq, K);
         a->x_to_float(xq, a->xf + t * K, K);
     }
@@ -540,6 +616,18 @@ static const bd_gemmq_ops *use_gemmq(uint32_t wtype, int64_t K, int64_t T) {
 static int deq_fits(uint32_t wtype, int64_t K, int64_t T) {
     return (wtype == BRAID_TYPE_F16 || wtype == BRAID_TYPE_BF16) && T >= MM_DEQ_MIN_T && K * 4 <= MM_DEQ_TILE;
 }
+/* Whether the tiles take the activations as they are: ggml's arm64 builds without FP16 arithmetic (armv8.0_1,
+ * paired with braid's neon level) run F16 prompts through tinyBLAS<4> on the F32 activations (its call before
+ * the conversion to F16 succeeds there); every other build rounds them to F16 first. */
+static int deq_raw(uint32_t wtype) {
+#if BD_HAVE_NEON
+    return wtype == BD_TYPE_F16 && bd_simd() == BD_SIMD_NEON;
+#else
+    (void)wtype;
+    return 0;
+#endif
+}
+
 /* Whether it does, for this shape: where llama.cpp tiles too (mm_f32_tiles). */
 static int use_deq(uint32_t wtype, int64_t N, int64_t K, int64_t T) {
     return deq_fits(wtype, K, T) && mm_f32_tiles(N, K, T);
@@ -597,7 +685,7 @@ braid_status bd_matmul(bd_threadpool *tp, uint32_t wtype, const void *W, int64_t
         if (!vt) return bd_error(BRAID_E_UNSUPPORTED, "matmul: no traits for vec_dot_type %u", dt->vec_dot_type);
         size_t xq_bytes = ((xrow * (size_t)T) + 63) & ~(size_t)63;
         mm_deq a = {tp, dt, fast_to_float(tt, wtype), fast_to_float(vt, dt->vec_dot_type), W, wrow, x, scratch,
-                    xrow, (float *)((uint8_t *)scratch + xq_bytes), y, N, K, T, ldx, ldy};
+                    xrow, (float *)((uint8_t *)scratch + xq_bytes), deq_raw(wtype), y, N, K, T, ldx, ldy};
         bd_threadpool_run(tp, mm_deq_task, &a);
         return BRAID_OK;
     }
