@@ -6,8 +6,11 @@
 # greedy tokens; (count(40) - count(8)) / 32 is the decode cost per token, with loading and the prompt
 # subtracted out. braid: `braid run --temp 0`; llama.cpp: the oracle driver's greedy command (its logits
 # output included). QEMU_CPU as test-arm64.sh (default neoverse-n1: braid's dotprod level, ggml's armv8.2_2).
+# PROMPT=1: instructions per prompt token instead: one batch of 8 and one of 72 tokens (braid bench -p N -n 0;
+# the oracle's decode of N tokens, logits of the last), (count(72) - count(8)) / 64.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+prompt=${PROMPT:-0}
 b=build-arm64
 cache=${BRAID_CACHE:-$HOME/.cache/braid}
 export QEMU_CPU=${QEMU_CPU:-neoverse-n1} BRAID_ORACLE_DIR="$cache/oracle/3.22.1-arm64"
@@ -25,6 +28,20 @@ while [ $# -ge 3 ]; do
     if [ "$gen" = build/braid ]; then "$gen" gen-model -o "$f" --arch "$arch" --preset "$preset" --type "$type" >/dev/null
     else qemu-aarch64 -L / "$gen" gen-model -o "$f" --arch "$arch" --preset "$preset" --type "$type" >/dev/null; fi
     declare -A bi=() bt=() li=()
+    if [ "$prompt" = 1 ]; then
+        for n in 8 72; do
+            qemu-aarch64 -L / -plugin "$b/qemu_insn.so" "$b/braid" bench -m "$f" -p $n -n 0 -r 1 -t 1 --bw-mib 16 \
+                >/dev/null 2>"$dir/err"
+            bi[$n]=$(sed -n 's/^qemu_insn: \([0-9]*\) instructions$/\1/p' "$dir/err")
+            { echo "decode $n"; for ((i = 0; i < n; i++)); do echo "$((100 + i)) $i 0 $([ $i = $((n - 1)) ] && echo 1 || echo 0)"; done; } > "$dir/script"
+            li[$n]=$(q "$b/tests/oracle" -m "$f" --threads 1 < "$dir/script")
+        done
+        bpt=$(( (bi[72] - bi[8]) / 64 )); lpt=$(( (li[72] - li[8]) / 64 ))
+        printf '%-8s %-6s %-5s %14d %14d %7.2f  (per prompt token)\n' "$arch" "$preset" "$type" "$bpt" "$lpt" \
+            "$(echo "$bpt / $lpt" | bc -l)"
+        unset bi bt li
+        continue
+    fi
     for n in 8 40; do
         out=$(qemu-aarch64 -L / -plugin "$b/qemu_insn.so" "$b/braid" run -m "$f" -p "The quick brown fox" -n $n \
               --temp 0 -t 1 --json 2>"$dir/err")

@@ -282,7 +282,8 @@ static void test_scan(void) {
  * token (vec_dot), and from 16 tokens the tiles on the F32 activations as ggml's tinyBLAS takes them (2..15
  * tokens: braid's vec_dot where ggml tiles). The quantized types with NEON dots, where ggml runs its vec_dot
  * too: not Q8_0 / Q4_0 of 2 tokens or more at the dotprod level, which the armv8.2 builds tile (llamafile's
- * tinyBLAS_Q0_ARM: one chain per output, the vec_dot has two). */
+ * tinyBLAS_Q0_ARM: one chain per output, the vec_dot has two). braid keeps the vec_dot's order at every
+ * batch size there (gemm_neon_dot.c says why). */
 static int arm_mul_mat_exact(uint32_t ty, int64_t T) {
     const int lv = bd_simd();
     const char *want = oracle_arm_variant(lv);

@@ -57,7 +57,7 @@ static void test_f32(bd_threadpool *tp4) {
             int64_t ldx = K + 3, ldy = N + 5;
             float *W = bd_mallocn((size_t)(N * K), 4), *x = bd_mallocn((size_t)(T * ldx), 4);
             float *y = bd_calloc((size_t)(T * ldy), 4), *y1 = bd_calloc((size_t)(T * ldy), 4);
-            float *yt = bd_calloc((size_t)(2 * ldy), 4);
+            float *yt = bd_calloc((size_t)(4 * ldy), 4); /* a sub-batch of up to 4 tokens */
             for (int64_t i = 0; i < N * K; i++) W[i] = frand();
             for (int64_t i = 0; i < T * ldx; i++) x[i] = frand();
             CHECK_STATUS(bd_matmul(NULL, BRAID_TYPE_F32, W, N, K, x, ldx, T, y1, ldy, NULL, 0), BRAID_OK);
@@ -69,10 +69,11 @@ static void test_f32(bd_threadpool *tp4) {
                   lv, (long long)N, (long long)K, (long long)T);
             /* A token's bits do not depend on the batch it is in, within ggml's two shapes: where ggml tiles a
              * batch (tinyBLAS: N % 4 == 0, K a multiple of the vector width; always in the portable code) every
-             * pair of tokens gives the batch's bits; elsewhere each token alone does (vec_dot). */
-            const int64_t width = lv == BD_SIMD_AVX512 ? 16 : 8;
-            const int tiled = T >= 2 && (lv == BD_SIMD_SCALAR || (N % 4 == 0 && K % width == 0));
-            const int64_t sub = tiled && lv != BD_SIMD_SCALAR ? 2 : 1;
+             * pair of tokens gives the batch's bits (arm64: 4 lanes, from 4 tokens: every 4 tokens); elsewhere
+             * each token alone does (vec_dot). */
+            const int64_t width = BD_HAVE_NEON ? 4 : lv == BD_SIMD_AVX512 ? 16 : 8, min_t = BD_HAVE_NEON ? 4 : 2;
+            const int tiled = T >= min_t && (lv == BD_SIMD_SCALAR || (N % 4 == 0 && K % width == 0));
+            const int64_t sub = tiled && lv != BD_SIMD_SCALAR ? min_t : 1;
             int same = 1;
             for (int64_t t = 0; t < T; t += sub) {
                 const int64_t t0 = t + sub <= T ? t : T - sub;
@@ -202,9 +203,11 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
         const bd_dot_traits *dt = bd_dot_traits_get(wt);
         CHECK(tt && dt, "type %u has traits and a dot product", wt);
         if (!tt || !dt) continue;
-        /* at the AVX2 and AVX-512 levels the prompt must take an integer GEMM, not the vec_dot loop */
-        if (BD_HAVE_X86 && /* the NEON levels have no integer GEMM yet: the vec_dot loop */
-            ((bd_simd() >= BD_SIMD_AVX2 && ti < n_gemm2) || (bd_simd() >= BD_SIMD_AVX512 && ti < n_gemm512)))
+        /* at the AVX2 and AVX-512 levels the prompt must take an integer GEMM, not the vec_dot loop; at the
+         * aarch64 dotprod level Q8_0 and Q4_0 (the others: the vec_dot loop) */
+        if ((BD_HAVE_X86 &&
+             ((bd_simd() >= BD_SIMD_AVX2 && ti < n_gemm2) || (bd_simd() >= BD_SIMD_AVX512 && ti < n_gemm512))) ||
+            (BD_HAVE_NEON && bd_simd() >= BD_SIMD_NEON_DOT && (wt == BRAID_TYPE_Q8_0 || wt == BRAID_TYPE_Q4_0)))
             CHECK(bd_gemmq_get(wt) != NULL, "%s: an integer GEMM at kernel level %d", tt->name, bd_simd());
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t N = shapes[si][0], K = shapes[si][1], T = shapes[si][2], ldy = N + 3;
