@@ -1,0 +1,247 @@
+/* gemm_neon_k.c — the prompt GEMM of Q4_K, Q5_K and Q6_K weights (x Q8_K activations) at the aarch64 dotprod
+ * level (gemm_q.h's interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and token.
+ *
+ * Those vec_dots are exact integers per super-block until one or two float steps (dot_neon_q.h lists them):
+ * isum = sum over groups of the group's scale times its level x activation products, imin = sum over groups
+ * of a min (Q4_K, Q5_K) or the scale (Q6_K) times the activations' group sum (bsums). The integers are the
+ * same however they are grouped, so a tile forms them its own way: each row's levels unpacked once per block
+ * of rows into bytes in element order (the vec_dot unpacks them again for every token), 16 scales per
+ * super-block (Q4_K / Q5_K: each 32-element scale twice), then per 16 elements and output one SDOT and one
+ * multiply-accumulate by the scale into int32 lanes, reduced once per super-block. Then each output takes its
+ * type's float steps exactly as the vec_dot does.
+ *
+ * Layouts (built per call): packed activations are the Q8_K rows themselves (d, levels, bsums), token after
+ * token. Prepared rows (per thread, on the stack): per super-block a K_REC record. A tile is up to 4 rows x 2
+ * tokens. */
+#include "tensor/gemm_q.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "tensor/dot_impl.h"
+#include "tensor/quant.h"
+#include "tensor/types.h"
+
+#if BD_HAVE_NEON
+#include <arm_neon.h>
+
+/* One super-block of a prepared row: levels (element order, 0..63), the scale of each group of 16, the
+ * weight of each group's activation sum in imin, then d and dmin as floats. */
+typedef struct {
+    uint8_t lev[BD_QK_K];
+    int8_t s16[16];
+    int16_t m16[16];
+    float d, dmin;
+} k_rec;
+
+enum {
+    K_TR = 4,                   /* tile: weight rows */
+    K_TC = 2,                   /* tile: tokens */
+    K_PREP = 256 * 1024,        /* stack bytes of prepared rows per thread (as the x86 GEMMs) */
+    K_TOK_BYTES = 512 * 1024,   /* activations per token block (stay in L2 while the rows pass) */
+};
+#define K_MAX_K ((int64_t)(K_PREP / (K_TR * sizeof(k_rec))) * BD_QK_K)
+
+static float h2f(uint16_t h) {
+    __fp16 f;
+    memcpy(&f, &h, sizeof f);
+    return (float)f;
+}
+
+static size_t k_pack_size(int64_t K, int64_t T) {
+    const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
+    return (size_t)groups * BD_GEMMQ_GROUP * (size_t)(K / BD_QK_K) * sizeof(bd_block_q8_K);
+}
+
+static void k_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+    const size_t aps = (size_t)(K / BD_QK_K) * sizeof(bd_block_q8_K);
+    for (int64_t t = g * BD_GEMMQ_GROUP; t < (g + 1) * BD_GEMMQ_GROUP; t++) {
+        uint8_t *o = (uint8_t *)packed + (size_t)t * aps;
+        if (t < T) memcpy(o, xq + (size_t)t * xrow, aps);
+        else memset(o, 0, aps); /* padding tokens: their outputs are not stored */
+    }
+}
+
+/* The three types' super-blocks as k_rec (the element orders of dot_neon_q.h's kernels). */
+static void k_prep_q4(const bd_block_q4_K *x, k_rec *o) {
+    uint64_t sc64, m64;
+    bd_unpack_scales_k4(x->scales, &sc64, &m64);
+    for (int j = 0; j < 8; j++) {
+        o->s16[2 * j] = o->s16[2 * j + 1] = (int8_t)(sc64 >> (8 * j));
+        o->m16[2 * j] = o->m16[2 * j + 1] = (int16_t)(uint8_t)(m64 >> (8 * j));
+    }
+    for (int j = 0; j < 4; j++) /* chunk j of 64: low nibbles then high nibbles of 32 bytes */
+        for (int h = 0; h < 2; h++) {
+            const uint8x16_t v = vld1q_u8(x->qs + 32 * j + 16 * h);
+            vst1q_u8(o->lev + 64 * j + 16 * h, vandq_u8(v, vdupq_n_u8(0x0f)));
+            vst1q_u8(o->lev + 64 * j + 32 + 16 * h, vshrq_n_u8(v, 4));
+        }
+    o->d = h2f(x->d);
+    o->dmin = h2f(x->dmin);
+}
+
+static void k_prep_q5(const bd_block_q5_K *x, k_rec *o) {
+    uint64_t sc64, m64;
+    bd_unpack_scales_k4(x->scales, &sc64, &m64);
+    for (int j = 0; j < 8; j++) {
+        o->s16[2 * j] = o->s16[2 * j + 1] = (int8_t)(sc64 >> (8 * j));
+        o->m16[2 * j] = o->m16[2 * j + 1] = (int16_t)(uint8_t)(m64 >> (8 * j));
+    }
+    for (int j = 0; j < 4; j++) /* chunk j: the fifth bits are bit 2j (low nibbles) and 2j+1 of qh */
+        for (int i = 0; i < 32; i++) {
+            o->lev[64 * j + i] = (uint8_t)((x->qs[32 * j + i] & 0x0f) | (((x->qh[i] >> (2 * j)) & 1) << 4));
+            o->lev[64 * j + 32 + i] = (uint8_t)((x->qs[32 * j + i] >> 4) | (((x->qh[i] >> (2 * j + 1)) & 1) << 4));
+        }
+    o->d = h2f(x->d);
+    o->dmin = h2f(x->dmin);
+}
+
+static void k_prep_q6(const bd_block_q6_K *x, k_rec *o) {
+    for (int k = 0; k < 16; k++) o->s16[k] = x->scales[k], o->m16[k] = x->scales[k];
+    for (int j = 0; j < 2; j++) { /* halves of 128: ql 64 bytes, qh 32 bytes */
+        const uint8_t *ql = x->ql + 64 * j, *qh = x->qh + 32 * j;
+        uint8_t *l = o->lev + 128 * j;
+        for (int i = 0; i < 32; i++) {
+            l[i] = (uint8_t)((ql[i] & 0x0f) | ((qh[i] & 3) << 4));
+            l[32 + i] = (uint8_t)((ql[32 + i] & 0x0f) | (((qh[i] >> 2) & 3) << 4));
+            l[64 + i] = (uint8_t)((ql[i] >> 4) | (((qh[i] >> 4) & 3) << 4));
+            l[96 + i] = (uint8_t)((ql[32 + i] >> 4) | (((qh[i] >> 6) & 3) << 4));
+        }
+    }
+    o->d = h2f(x->d);
+    o->dmin = 0.0f;
+}
+
+/* Rows [0, nr) of W into wp: per row NB records. */
+static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, int64_t nr, k_rec *wp) {
+    for (int64_t r = 0; r < nr; r++) {
+        const uint8_t *row = W + (size_t)r * wrow;
+        k_rec *o = wp + r * NB;
+        for (int64_t b = 0; b < NB; b++) {
+            if (wtype == BD_TYPE_Q4_K) k_prep_q4((const bd_block_q4_K *)row + b, o + b);
+            else if (wtype == BD_TYPE_Q5_K) k_prep_q5((const bd_block_q5_K *)row + b, o + b);
+            else k_prep_q6((const bd_block_q6_K *)row + b, o + b);
+        }
+    }
+}
+
+/* R prepared rows (wp, NB records each) x C tokens (ap, stride aps bytes; the first is t0) -> y; KIND 4, 5, 6.
+ * Per super-block and output: the int32 lanes of isum, then imin from the 16 bsums, then the float steps. */
+static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t aps,
+                                                         float *y, int64_t ldy, int64_t t0, int64_t T, const int R,
+                                                         const int C, const int KIND) {
+    float sum[K_TR][K_TC];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) sum[r][c] = 0.0f;
+    for (int64_t b = 0; b < NB; b++) {
+        const bd_block_q8_K *x[K_TC];
+        for (int c = 0; c < C; c++) x[c] = (const bd_block_q8_K *)(ap + (size_t)c * aps) + b;
+        int32x4_t ai[K_TR][K_TC];
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) ai[r][c] = vdupq_n_s32(0);
+        for (int g = 0; g < 16; g += 2) {
+            int8x16_t y0[K_TC], y1[K_TC];
+            for (int c = 0; c < C; c++) {
+                y0[c] = vld1q_s8(x[c]->qs + 16 * g);
+                y1[c] = vld1q_s8(x[c]->qs + 16 * g + 16);
+            }
+            for (int r = 0; r < R; r++) {
+                const k_rec *w = wp + r * NB + b;
+                const int8x16_t q0 = vreinterpretq_s8_u8(vld1q_u8(w->lev + 16 * g));
+                const int8x16_t q1 = vreinterpretq_s8_u8(vld1q_u8(w->lev + 16 * g + 16));
+                for (int c = 0; c < C; c++) {
+                    if (KIND == 6) { /* a scale per 16 */
+                        ai[r][c] = vmlaq_n_s32(ai[r][c], vdotq_s32(vdupq_n_s32(0), q0, y0[c]), w->s16[g]);
+                        ai[r][c] = vmlaq_n_s32(ai[r][c], vdotq_s32(vdupq_n_s32(0), q1, y1[c]), w->s16[g + 1]);
+                    } else { /* one per 32 */
+                        const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), q0, y0[c]), q1, y1[c]);
+                        ai[r][c] = vmlaq_n_s32(ai[r][c], p, w->s16[g]);
+                    }
+                }
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            const k_rec *w = wp + r * NB + b;
+            const int16x8_t m0 = vld1q_s16(w->m16), m1 = vld1q_s16(w->m16 + 8);
+            for (int c = 0; c < C; c++) {
+                const int16x8_t b0 = vld1q_s16(x[c]->bsums), b1 = vld1q_s16(x[c]->bsums + 8);
+                int32x4_t mi = vmull_s16(vget_low_s16(m0), vget_low_s16(b0));
+                mi = vmlal_s16(mi, vget_high_s16(m0), vget_high_s16(b0));
+                mi = vmlal_s16(mi, vget_low_s16(m1), vget_low_s16(b1));
+                mi = vmlal_s16(mi, vget_high_s16(m1), vget_high_s16(b1));
+                const int32_t isum = vaddvq_s32(ai[r][c]), imin = vaddvq_s32(mi);
+                const float yd = x[c]->d;
+                if (KIND == 4) {
+                    sum[r][c] = fmaf(-(w->dmin * yd), (float)imin, sum[r][c]);
+                    sum[r][c] = fmaf(yd * w->d, (float)isum, sum[r][c]);
+                } else if (KIND == 5) {
+                    float t = -((float)imin * (yd * w->dmin));
+                    t = fmaf(yd * w->d, (float)isum, t);
+                    sum[r][c] = sum[r][c] + t;
+                } else {
+                    sum[r][c] = fmaf(w->d * yd, (float)(isum - 32 * imin), sum[r][c]);
+                }
+            }
+        }
+    }
+    for (int c = 0; c < C; c++)
+        if (t0 + c < T)
+            for (int r = 0; r < R; r++) y[(t0 + c) * ldy + r] = sum[r][c];
+}
+
+typedef void (*k_tile_fn)(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t aps, float *y, int64_t ldy,
+                          int64_t t0, int64_t T);
+#define K_TILE(KIND, R, C)                                                                                      \
+    static void k_tile_##KIND##_##R##_##C(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t aps, float *y, \
+                                          int64_t ldy, int64_t t0, int64_t T) {                                 \
+        k_tile(wp, NB, ap, aps, y, ldy, t0, T, R, C, KIND);                                                     \
+    }
+#define K_TILES(KIND)                                                                                           \
+    K_TILE(KIND, 1, 1) K_TILE(KIND, 1, 2) K_TILE(KIND, 2, 1) K_TILE(KIND, 2, 2)                                 \
+    K_TILE(KIND, 3, 1) K_TILE(KIND, 3, 2) K_TILE(KIND, 4, 1) K_TILE(KIND, 4, 2)                                 \
+    static const k_tile_fn k_tiles_##KIND[K_TR][K_TC] = {{k_tile_##KIND##_1_1, k_tile_##KIND##_1_2},           \
+                                                         {k_tile_##KIND##_2_1, k_tile_##KIND##_2_2},           \
+                                                         {k_tile_##KIND##_3_1, k_tile_##KIND##_3_2},           \
+                                                         {k_tile_##KIND##_4_1, k_tile_##KIND##_4_2}};
+K_TILES(4)
+K_TILES(5)
+K_TILES(6)
+
+/* Rows [r0, r1): token blocks that stay in L2; for each, blocks of rows prepared on the stack that every
+ * token tile of the block passes over. */
+static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T, int64_t r0,
+                   int64_t r1, float *y, int64_t ldy) {
+    const int64_t NB = K / BD_QK_K;
+    const size_t aps = (size_t)NB * sizeof(bd_block_q8_K), wps = (size_t)NB * sizeof(k_rec);
+    const k_tile_fn(*tiles)[K_TC] = wtype == BD_TYPE_Q4_K ? k_tiles_4 : wtype == BD_TYPE_Q5_K ? k_tiles_5 : k_tiles_6;
+    int64_t rb = (int64_t)(K_PREP / wps) & ~(int64_t)(K_TR - 1); /* >= K_TR: K <= K_MAX_K */
+    if (rb > 64) rb = 64;
+    int64_t tb = (int64_t)(K_TOK_BYTES / aps) / K_TC * K_TC;
+    if (tb < K_TC) tb = K_TC;
+    _Alignas(64) k_rec wp[K_PREP / sizeof(k_rec)];
+    for (int64_t t0 = 0; t0 < T; t0 += tb) {
+        const int64_t t1 = t0 + tb < T ? t0 + tb : T;
+        for (int64_t rs = r0; rs < r1; rs += rb) {
+            const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
+            k_prep(wtype, W + (size_t)rs * wrow, wrow, NB, nr, wp);
+            for (int64_t t = t0; t < t1; t += K_TC) {
+                const int C = (int)(t1 - t < K_TC ? t1 - t : K_TC);
+                const uint8_t *ap = (const uint8_t *)packed + (size_t)t * aps;
+                for (int64_t r = 0; r < nr; r += K_TR) {
+                    const int R = (int)(nr - r < K_TR ? nr - r : K_TR);
+                    tiles[R - 1][C - 1](wp + r * NB, NB, ap, aps, y + rs + r, ldy, t, T);
+                }
+            }
+        }
+    }
+}
+
+static const bd_gemmq_ops k_ops = {k_pack_size, k_pack, k_rows, K_MAX_K, NULL};
+
+void bd_gemmk_fill_neon_dot(bd_dot_traits t[BD_TYPE_COUNT]) {
+    t[BD_TYPE_Q4_K].gemm = &k_ops;
+    t[BD_TYPE_Q5_K].gemm = &k_ops;
+    t[BD_TYPE_Q6_K].gemm = &k_ops;
+}
+
+#endif
