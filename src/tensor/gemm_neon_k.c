@@ -1,17 +1,18 @@
-/* gemm_neon_k.c — the prompt GEMM of Q4_K, Q5_K and Q6_K weights (x Q8_K activations) at the aarch64 dotprod
- * level (gemm_q.h's interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and token.
+/* gemm_neon_k.c — the prompt GEMM of Q4_K, Q5_K, Q6_K and IQ4_XS weights (x Q8_K activations) at the aarch64
+ * dotprod level (gemm_q.h's interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and
+ * token.
  *
  * Those vec_dots are exact integers per super-block until one or two float steps (dot_neon_q.h lists them):
  * isum = sum over groups of the group's scale times its level x activation products, imin = sum over groups
- * of a min (Q4_K, Q5_K) or the scale (Q6_K) times the activations' group sum (bsums). The integers are the
- * same however they are grouped, so a tile forms them its own way: each row's levels unpacked once per block
- * of rows into bytes in element order (the vec_dot unpacks them again for every token), 16 scales per
- * super-block (Q4_K / Q5_K: each 32-element scale twice), then per 16 elements and output one SDOT and one
- * multiply-accumulate by the scale into int32 lanes, reduced once per super-block. Then each output takes its
- * type's float steps exactly as the vec_dot does.
+ * of a min (Q4_K, Q5_K) or the scale (Q6_K; IQ4_XS has none) times the activations' group sum (bsums). The
+ * integers are the same however they are grouped, so a tile forms them its own way: each row's levels
+ * unpacked once per block of rows into bytes in element order (the vec_dot unpacks them again for every token;
+ * IQ4_XS: its table's signed levels), 16 scales per super-block (32-element scales twice), then per 16 or 32
+ * elements and output one or two SDOTs and one multiply-accumulate by the scale into int32 lanes, reduced once
+ * per super-block. Then each output takes its type's float steps exactly as the vec_dot does.
  *
  * Layouts (built per call): packed activations are the Q8_K rows themselves (d, levels, bsums), token after
- * token. Prepared rows (per thread, on the stack): per super-block a K_REC record. A tile is up to 4 rows x 2
+ * token. Prepared rows (per thread, on the stack): per super-block a k_rec. A tile is up to 4 rows x 2
  * tokens. */
 #include "tensor/gemm_q.h"
 
@@ -25,8 +26,8 @@
 #if BD_HAVE_NEON
 #include <arm_neon.h>
 
-/* One super-block of a prepared row: levels (element order, 0..63), the scale of each group of 16, the
- * weight of each group's activation sum in imin, then d and dmin as floats. */
+/* One super-block of a prepared row: levels (element order; 0..63, IQ4_XS -127..113 as bytes), the scale of
+ * each group of 16, the weight of each group's activation sum in imin, then d and dmin as floats. */
 typedef struct {
     uint8_t lev[BD_QK_K];
     int8_t s16[16];
@@ -112,6 +113,19 @@ static void k_prep_q6(const bd_block_q6_K *x, k_rec *o) {
     o->dmin = 0.0f;
 }
 
+static void k_prep_iq4xs(const bd_block_iq4_xs *x, k_rec *o) {
+    const int8x16_t values = vld1q_s8(bd_kvalues_iq4nl);
+    for (int j = 0; j < 8; j++) { /* sub-block j of 32: low nibbles elements 0..15, high ones 16..31 */
+        o->s16[2 * j] = o->s16[2 * j + 1] = (int8_t)bd_iq4_xs_scale(x, j);
+        const uint8x16_t v = vld1q_u8(x->qs + 16 * j);
+        vst1q_s8((int8_t *)o->lev + 32 * j, vqtbl1q_s8(values, vandq_u8(v, vdupq_n_u8(0x0f))));
+        vst1q_s8((int8_t *)o->lev + 32 * j + 16, vqtbl1q_s8(values, vshrq_n_u8(v, 4)));
+    }
+    memset(o->m16, 0, sizeof o->m16);
+    o->d = h2f(x->d);
+    o->dmin = 0.0f;
+}
+
 /* Rows [0, nr) of W into wp: per row NB records. */
 static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, int64_t nr, k_rec *wp) {
     for (int64_t r = 0; r < nr; r++) {
@@ -120,12 +134,14 @@ static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, in
         for (int64_t b = 0; b < NB; b++) {
             if (wtype == BD_TYPE_Q4_K) k_prep_q4((const bd_block_q4_K *)row + b, o + b);
             else if (wtype == BD_TYPE_Q5_K) k_prep_q5((const bd_block_q5_K *)row + b, o + b);
-            else k_prep_q6((const bd_block_q6_K *)row + b, o + b);
+            else if (wtype == BD_TYPE_Q6_K) k_prep_q6((const bd_block_q6_K *)row + b, o + b);
+            else k_prep_iq4xs((const bd_block_iq4_xs *)row + b, o + b);
         }
     }
 }
 
-/* R prepared rows (wp, NB records each) x C tokens (ap, stride aps bytes; the first is t0) -> y; KIND 4, 5, 6.
+/* R prepared rows (wp, NB records each) x C tokens (ap, stride aps bytes; the first is t0) -> y; KIND 4, 5, 6,
+ * 7 for Q4_K, Q5_K, Q6_K, IQ4_XS.
  * Per super-block and output: the int32 lanes of isum, then imin from the 16 bsums, then the float steps. */
 static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t aps,
                                                          float *y, int64_t ldy, int64_t t0, int64_t T, const int R,
@@ -162,6 +178,11 @@ static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_
         }
         for (int r = 0; r < R; r++) {
             const k_rec *w = wp + r * NB + b;
+            if (KIND == 7) { /* no mins: sum = fma(d * y.d, isum, sum) */
+                for (int c = 0; c < C; c++)
+                    sum[r][c] = fmaf(w->d * x[c]->d, (float)vaddvq_s32(ai[r][c]), sum[r][c]);
+                continue;
+            }
             const int16x8_t m0 = vld1q_s16(w->m16), m1 = vld1q_s16(w->m16 + 8);
             for (int c = 0; c < C; c++) {
                 const int16x8_t b0 = vld1q_s16(x[c]->bsums), b1 = vld1q_s16(x[c]->bsums + 8);
@@ -206,6 +227,7 @@ typedef void (*k_tile_fn)(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t
 K_TILES(4)
 K_TILES(5)
 K_TILES(6)
+K_TILES(7)
 
 /* Rows [r0, r1): token blocks that stay in L2; for each, blocks of rows prepared on the stack that every
  * token tile of the block passes over. */
@@ -213,7 +235,10 @@ static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, con
                    int64_t r1, float *y, int64_t ldy) {
     const int64_t NB = K / BD_QK_K;
     const size_t aps = (size_t)NB * sizeof(bd_block_q8_K), wps = (size_t)NB * sizeof(k_rec);
-    const k_tile_fn(*tiles)[K_TC] = wtype == BD_TYPE_Q4_K ? k_tiles_4 : wtype == BD_TYPE_Q5_K ? k_tiles_5 : k_tiles_6;
+    const k_tile_fn(*tiles)[K_TC] = wtype == BD_TYPE_Q4_K   ? k_tiles_4
+                                    : wtype == BD_TYPE_Q5_K ? k_tiles_5
+                                    : wtype == BD_TYPE_Q6_K ? k_tiles_6
+                                                            : k_tiles_7;
     int64_t rb = (int64_t)(K_PREP / wps) & ~(int64_t)(K_TR - 1); /* >= K_TR: K <= K_MAX_K */
     if (rb > 64) rb = 64;
     int64_t tb = (int64_t)(K_TOK_BYTES / aps) / K_TC * K_TC;
@@ -242,6 +267,7 @@ void bd_gemmk_fill_neon_dot(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q4_K].gemm = &k_ops;
     t[BD_TYPE_Q5_K].gemm = &k_ops;
     t[BD_TYPE_Q6_K].gemm = &k_ops;
+    t[BD_TYPE_IQ4_XS].gemm = &k_ops;
 }
 
 #endif
