@@ -6,8 +6,8 @@
  * involve row j, so doing the four steps row by row gives exactly the values of doing each step over the whole
  * state first (ggml's loop order). Better still, row j never needs any other row, across tokens too: the
  * AVX-512 path for S = 64 or 128 keeps a row in registers while a block of tokens passes over it (the AVX2
- * path two rows in L1), so the state is read and written once per block of 32 tokens instead of four times
- * per token. Heads are independent and
+ * and NEON paths two rows in L1), so the state is read and written once per block of 32 tokens instead of four
+ * times per token. Heads are independent and
  * split across threads. Every float operation is ggml's (ggml_compute_forward_gated_delta_net): decay by
  * expf(g), the two dot products in vec_dot_f32's order, the update fused, so the bits are llama.cpp's. */
 #include <math.h>
@@ -21,6 +21,9 @@
 
 #if BD_HAVE_X86
 #include <immintrin.h>
+#endif
+#if BD_HAVE_NEON
+#include <arm_neon.h>
 #endif
 
 typedef struct gdn_job {
@@ -81,8 +84,6 @@ BD_TARGET_AVX512 static inline float hsum16(__m512 v) {
     __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
-
-enum { GDN_TB = 32 }; /* tokens per block: their k and q (2·32·S floats) stay in L1 */
 
 /* Rows of one head for tokens [t0, t0+nt), each row held in NC registers (S = 16·NC) across the tokens. Two rows
  * advance together: one row's token-to-token chain (dot product, reduction, update) is latency-bound, and the
@@ -216,33 +217,107 @@ BD_TARGET_AVX512 static void gdn_rows_64(const gdn_job *jb, int64_t h, int64_t t
 }
 #endif
 
+#if BD_HAVE_NEON
+/* Both NEON levels' blocked path: as gdn_rows_avx2, with the F32 vec_dot order of ggml's arm64 builds (the same
+ * in armv8.0_1 and armv8.2_2; dot_neon.c): 4 chains of 4 lanes, chunk c of 4 floats fused into chain c % 4 from
+ * zero, (c0 + c2) + (c1 + c3), then the pairwise across-lanes sum (faddp: (l0 + l1) + (l2 + l3)). ggml's decay
+ * (vec_scale) is a plain product and its update (vec_mad) one fused step per element, as here. A row of
+ * S = 4·NC floats takes 16 (S = 64) or 32 (S = 128) of the 32 registers, so two rows live in L1 while a block
+ * of tokens passes, two at a time for the same reason as on AVX2 (the other row fills one row's latency gaps). */
+static inline __attribute__((always_inline)) void gdn_rows_neon(const gdn_job *jb, int64_t h, int64_t t0, int64_t nt,
+                                                               const float *eg, float scale, const int NC) {
+    const int S = 4 * NC;
+    const int64_t kh = h % jb->H_k;
+    float *M = jb->state + (size_t)h * S * S;
+    const float *Min = (t0 == 0 ? jb->state_in : jb->state) + (size_t)h * S * S;
+    for (int j = 0; j < S; j += 2) {
+        float32x4_t row[2][32];
+        for (int r = 0; r < 2; r++)
+            for (int c = 0; c < NC; c++) row[r][c] = vld1q_f32(Min + (int64_t)(j + r) * S + 4 * c);
+        for (int64_t t = t0; t < t0 + nt; t++) {
+            const float *k = jb->k + t * jb->ldk + kh * S, *q = jb->q + t * jb->ldq + kh * S;
+            const float32x4_t zero = vdupq_n_f32(0.0f);
+            float32x4_t a[2][4];
+            for (int r = 0; r < 2; r++)
+                for (int c = 0; c < 4; c++) a[r][c] = zero;
+            for (int c = 0; c < NC; c++) {
+                const float32x4_t kc = vld1q_f32(k + 4 * c);
+                for (int r = 0; r < 2; r++) {
+                    row[r][c] = vmulq_n_f32(row[r][c], eg[t - t0]);
+                    a[r][c & 3] = vfmaq_f32(a[r][c & 3], row[r][c], kc);
+                }
+            }
+            float d[2];
+            for (int r = 0; r < 2; r++) {
+                const float rr = vaddvq_f32(vaddq_f32(vaddq_f32(a[r][0], a[r][2]), vaddq_f32(a[r][1], a[r][3])));
+                d[r] = (jb->v[t * jb->ldv + h * S + j + r] - rr) * jb->beta[t * jb->H_v + h];
+                for (int c = 0; c < 4; c++) a[r][c] = zero;
+            }
+            for (int c = 0; c < NC; c++) {
+                const float32x4_t kc = vld1q_f32(k + 4 * c), qc = vld1q_f32(q + 4 * c);
+                for (int r = 0; r < 2; r++) {
+                    row[r][c] = vfmaq_n_f32(row[r][c], kc, d[r]);
+                    a[r][c & 3] = vfmaq_f32(a[r][c & 3], row[r][c], qc);
+                }
+            }
+            for (int r = 0; r < 2; r++) {
+                const float sq = vaddvq_f32(vaddq_f32(vaddq_f32(a[r][0], a[r][2]), vaddq_f32(a[r][1], a[r][3])));
+                jb->o[t * jb->ldo + h * S + j + r] = sq * scale;
+            }
+            if (jb->snap && jb->snap[t])
+                for (int r = 0; r < 2; r++)
+                    for (int c = 0; c < NC; c++)
+                        vst1q_f32(jb->snap[t] + (size_t)h * S * S + (size_t)(j + r) * S + 4 * c, row[r][c]);
+        }
+        for (int r = 0; r < 2; r++)
+            for (int c = 0; c < NC; c++) vst1q_f32(M + (int64_t)(j + r) * S + 4 * c, row[r][c]);
+    }
+}
+static void gdn_rows_neon_128(const gdn_job *jb, int64_t h, int64_t t0, int64_t nt, const float *eg, float scale) {
+    gdn_rows_neon(jb, h, t0, nt, eg, scale, 32);
+}
+static void gdn_rows_neon_64(const gdn_job *jb, int64_t h, int64_t t0, int64_t nt, const float *eg, float scale) {
+    gdn_rows_neon(jb, h, t0, nt, eg, scale, 16);
+}
+#endif
+
+enum { GDN_TB = 32 }; /* tokens per block: their k and q (2·32·S floats) stay in L1 */
+
+typedef void (*gdn_rows_fn)(const gdn_job *jb, int64_t h, int64_t t0, int64_t nt, const float *eg, float scale);
+
+/* The blocked kernel of SIMD level lv for head size S, or NULL: then the heads go token by token (gdn_head). */
+static gdn_rows_fn gdn_rows_for(int lv, int S) {
+#if BD_HAVE_X86
+    if (lv == BD_SIMD_AVX512) return S == 128 ? gdn_rows_128 : S == 64 ? gdn_rows_64 : NULL;
+    if (lv == BD_SIMD_AVX2) return S == 128 ? gdn_rows_avx2_128 : S == 64 ? gdn_rows_avx2_64 : NULL;
+#elif BD_HAVE_NEON
+    if (lv == BD_SIMD_NEON || lv == BD_SIMD_NEON_DOT) return S == 128 ? gdn_rows_neon_128 : S == 64 ? gdn_rows_neon_64 : NULL;
+#endif
+    (void)lv;
+    (void)S;
+    return NULL;
+}
+
 static void gdn_task(void *p, int ith, int nth) {
     const gdn_job *j = p;
     const int S = j->S;
     const bd_vec_dot_fn dot = bd_dot_traits_get(BD_TYPE_F32)->vec_dot;
-#if BD_HAVE_X86
     const int lv = bd_simd();
-#endif
+    const gdn_rows_fn rows = gdn_rows_for(lv, S);
     const float scale = 1.0f / sqrtf((float)S);
     const size_t ss = (size_t)S * (size_t)S;
     int64_t h0, h1;
     bd_split(j->H_v, ith, nth, &h0, &h1);
-#if BD_HAVE_X86
-    if ((lv == BD_SIMD_AVX512 || lv == BD_SIMD_AVX2) && (S == 128 || S == 64)) {
+    if (rows) {
         float eg[GDN_TB];
         for (int64_t h = h0; h < h1; h++)
             for (int64_t t0 = 0; t0 < j->T; t0 += GDN_TB) {
                 const int64_t nt = j->T - t0 < GDN_TB ? j->T - t0 : GDN_TB;
                 for (int64_t t = 0; t < nt; t++) eg[t] = expf(j->g[(t0 + t) * j->H_v + h]);
-                if (lv == BD_SIMD_AVX2) {
-                    if (S == 128) gdn_rows_avx2_128(j, h, t0, nt, eg, scale);
-                    else gdn_rows_avx2_64(j, h, t0, nt, eg, scale);
-                } else if (S == 128) gdn_rows_128(j, h, t0, nt, eg, scale);
-                else gdn_rows_64(j, h, t0, nt, eg, scale);
+                rows(j, h, t0, nt, eg, scale);
             }
         return;
     }
-#endif
     void (*head)(float *, int, float, float, const float *, const float *, const float *, float *, float,
                  bd_vec_dot_fn) = gdn_head;
 #if BD_HAVE_X86
