@@ -1,7 +1,7 @@
 /* act.c — elementwise activations and arithmetic (architectures.md §0.2): silu, sigmoid, softplus, softmax,
  * SwiGLU, gating, residual add, each giving ggml's bits: silu / SwiGLU / softmax use ggml's vector expf
- * (vexp.h) where ggml does (whole vectors of 16 in its AVX-512 builds, of 8 in its AVX2 builds) and libm's expf
- * elsewhere, as ggml does; sigmoid and softplus
+ * (vexp.h) where ggml does (whole vectors of 16 in its AVX-512 builds, of 8 in its AVX2 builds, of 4 in its
+ * arm64 builds) and libm's expf elsewhere, as ggml does; sigmoid and softplus
  * are libm's expf / logf everywhere, as ggml's scalar unary ops. */
 #include <math.h>
 
@@ -39,14 +39,31 @@ BD_TARGET_AVX2 static void swiglu_avx2(float *y, const float *g, const float *u,
 }
 #endif
 
+#if BD_HAVE_NEON
+/* ggml's arm64 builds (both NEON levels): vectors of 4 with the NEON vector expf, libm's expf for the last n % 4. */
+static void swiglu_neon(float *y, const float *g, const float *u, int64_t n, int gate_only) {
+    int64_t i = 0;
+    const float32x4_t one = vdupq_n_f32(1.0f), zero = vdupq_n_f32(0.0f);
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t x = vld1q_f32(g + i);
+        const float32x4_t s = vdivq_f32(x, vaddq_f32(one, bd_exp_neon(vsubq_f32(zero, x))));
+        vst1q_f32(y + i, gate_only ? s : vmulq_f32(s, vld1q_f32(u + i)));
+    }
+    for (; i < n; i++) y[i] = gate_only ? silu1(g[i]) : silu1(g[i]) * u[i];
+}
+#endif
+
 static void swiglu_any(float *y, const float *g, const float *u, int64_t n, int gate_only) {
-#if BD_HAVE_X86
     switch (bd_simd()) {
+#if BD_HAVE_X86
     case BD_SIMD_AVX512: swiglu_avx512(y, g, u, n, gate_only); return;
     case BD_SIMD_AVX2: swiglu_avx2(y, g, u, n, gate_only); return;
+#elif BD_HAVE_NEON
+    case BD_SIMD_NEON:
+    case BD_SIMD_NEON_DOT: swiglu_neon(y, g, u, n, gate_only); return;
+#endif
     default: break;
     }
-#endif
     const int64_t nv = n & ~(int64_t)15;
     for (int64_t i = 0; i < n; i++) {
         const float s = i < nv ? g[i] / (1.0f + bd_exp_ggml(-g[i])) : silu1(g[i]);
@@ -120,6 +137,25 @@ BD_TARGET_AVX2 static double expsum_avx2(float *y, const float *x, float max, in
 }
 #endif
 
+#if BD_HAVE_NEON
+/* ggml's arm64 builds: per 4 elements the NEON vector expf, the 4 values summed pairwise in float
+ * ((v0 + v1) + (v2 + v3), faddp) and added in double; the last n % 4 with libm's expf. */
+static double expsum_neon(float *y, const float *x, float max, int64_t n) {
+    double sum = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        const float32x4_t v = bd_exp_neon(vsubq_f32(vld1q_f32(x + i), vdupq_n_f32(max)));
+        vst1q_f32(y + i, v);
+        sum += (double)vaddvq_f32(v);
+    }
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
+#endif
+
 static double expsum_scalar(float *y, const float *x, float max, int64_t n) {
     double sum = 0;
     int64_t i = 0;
@@ -142,12 +178,16 @@ void bd_softmax(float *y, const float *x, int64_t n) {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
     double sum;
+    switch (bd_simd()) {
 #if BD_HAVE_X86
-    if (bd_simd() == BD_SIMD_AVX512) sum = expsum_avx512(y, x, max, n);
-    else if (bd_simd() == BD_SIMD_AVX2) sum = expsum_avx2(y, x, max, n);
-    else
+    case BD_SIMD_AVX512: sum = expsum_avx512(y, x, max, n); break;
+    case BD_SIMD_AVX2: sum = expsum_avx2(y, x, max, n); break;
+#elif BD_HAVE_NEON
+    case BD_SIMD_NEON:
+    case BD_SIMD_NEON_DOT: sum = expsum_neon(y, x, max, n); break;
 #endif
-        sum = expsum_scalar(y, x, max, n);
+    default: sum = expsum_scalar(y, x, max, n); break;
+    }
     const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) y[i] *= inv;
 }

@@ -2,7 +2,7 @@
  * (ggml_v_expf) computes, bit for bit, so that silu / SwiGLU / softmax agree with llama.cpp's. ggml has two
  * x86 versions that round differently; braid's AVX-512 level uses the AVX-512 one (bd_exp512, and the
  * portable bd_exp_ggml), its AVX2 level the AVX2 one (bd_exp256), each paired with the ggml build of that
- * width (tensor/dot.h).
+ * width (tensor/dot.h); the NEON levels ggml's NEON one (bd_exp_neon: the AVX2 algorithm on 4 lanes).
  *
  * The AVX-512 algorithm (facts of ggml's, re-expressed): n = round(x·log2 e) by adding and subtracting
  * 1.5·2^23 after a fused multiply-add; b = x − n·ln2 with ln2 in two parts (fused); with u = b², the
@@ -76,6 +76,33 @@ BD_TARGET_AVX2 static inline __m256 bd_exp256(__m256 x) {
     const __m256 huge = _mm256_cmp_ps(an, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
     const __m256 far = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
     return _mm256_blendv_ps(_mm256_blendv_ps(near, far, wide), _mm256_mul_ps(s1, s1), huge);
+}
+#endif
+
+#if BD_HAVE_NEON
+#include <arm_neon.h>
+
+/* ggml's NEON vector expf (every non-SVE arm64 build): bd_exp256's steps on 4 lanes, the same roundings (k + j·k
+ * near, (s2 + j·s2)·s1 beyond |n| > 126, s1·s1 beyond 192), so the arm pairs get ggml's bits as the AVX2 pair. */
+static inline float32x4_t bd_exp_neon(float32x4_t x) {
+    const float32x4_t shift = vdupq_n_f32(BD_EXP_SHIFT);
+    const float32x4_t z = vfmaq_f32(shift, x, vdupq_n_f32(BD_EXP_LOG2E));
+    const float32x4_t n = vsubq_f32(z, shift);
+    const float32x4_t b = vfmsq_f32(vfmsq_f32(x, n, vdupq_n_f32(BD_EXP_LN2_HI)), n, vdupq_n_f32(BD_EXP_LN2_LO));
+    const uint32x4_t e = vshlq_n_u32(vreinterpretq_u32_f32(z), 23); /* n in the exponent field */
+    const float32x4_t k = vreinterpretq_f32_u32(vaddq_u32(e, vreinterpretq_u32_f32(vdupq_n_f32(1.0f))));
+    const uint32x4_t wide = vcagtq_f32(n, vdupq_n_f32(126.0f));
+    const float32x4_t u = vmulq_f32(b, b);
+    const float32x4_t hi = vfmaq_f32(vdupq_n_f32(BD_EXP_C4), vdupq_n_f32(BD_EXP_C5), b);
+    const float32x4_t mid = vfmaq_f32(vdupq_n_f32(BD_EXP_C2), vdupq_n_f32(BD_EXP_C3), b);
+    const float32x4_t j = vfmaq_f32(vmulq_f32(vdupq_n_f32(BD_EXP_C1), b), vfmaq_f32(mid, hi, u), u);
+    const float32x4_t near = vfmaq_f32(k, j, k);
+    if (!vmaxvq_u32(wide)) return near;
+    const uint32x4_t g = vandq_u32(vclezq_f32(n), vdupq_n_u32(0x82000000u));
+    const float32x4_t s1 = vreinterpretq_f32_u32(vaddq_u32(g, vdupq_n_u32(0x7f000000u)));
+    const float32x4_t s2 = vreinterpretq_f32_u32(vsubq_u32(e, g));
+    const float32x4_t far = vmulq_f32(vfmaq_f32(s2, s2, j), s1);
+    return vbslq_f32(vcagtq_f32(n, vdupq_n_f32(192.0f)), vmulq_f32(s1, s1), vbslq_f32(wide, far, near));
 }
 #endif
 
