@@ -2,8 +2,8 @@
  * per token and head, Δ = softplus(dt + dt_bias), dA = expf(Δ·A); for each channel p the state row s[h][p][·]
  * becomes s·dA + B·(x_p·Δ) (a multiply and an add, as ggml's Mamba-2 branch) and y_p = Σ_n s·C. The
  * skip D·x is added afterwards (ggml adds it as a separate op). Heads are split across threads; each state
- * row (N floats) follows ggml's x86 SIMD structure (scan_row_* below), so the bits match the variant llama.cpp
- * loads for the same SIMD level. */
+ * row (N floats) follows ggml's SIMD structure (scan_row_* below: x86 and NEON), so the bits match the variant
+ * llama.cpp loads for the same SIMD level. */
 #include <math.h>
 #include <string.h>
 
@@ -12,6 +12,9 @@
 
 #if BD_HAVE_X86
 #include <immintrin.h>
+#endif
+#if BD_HAVE_NEON
+#include <arm_neon.h>
 #endif
 
 typedef struct scan_job {
@@ -91,16 +94,67 @@ BD_TARGET_AVX2 static float scan_row_avx2(float *s, const float *si, const float
 }
 #endif
 
+#if BD_HAVE_NEON
+/* ggml's arm64 builds (both NEON levels; read off the machine code of ggml_compute_forward_ssm_scan in armv8.0_1
+ * and armv8.2_2): steps of 4 vectors of 4 with one accumulator each, the new state (s·dA) + (B·xdt) as two
+ * rounded products and an add (no fusion there), sum[j] += s·C fused; (0 + 2) + (1 + 3), then (l0 + l1) +
+ * (l2 + l3). The scalar tail is scan_tail's, except where the compiler vectorized that loop: for the first
+ * token of a call, whose old state is another buffer than the new one (for the later tokens the two are the
+ * same buffer, and the vector loop's overlap check sends it to the scalar loop), the first (N - np) & ~7
+ * elements are done 8 at a time with the products s·C rounded and added one by one. */
+static float scan_row_neon_impl(float *s, const float *si, const float *B, const float *C, int N, float dA, float xdt,
+                                int first) {
+    const int np = N & ~15;
+    float sum = 0.0f;
+    if (np) {
+        const float32x4_t a = vdupq_n_f32(dA), b = vdupq_n_f32(xdt);
+        float32x4_t acc[4] = {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)};
+        for (int n = 0; n < np; n += 16)
+            for (int j = 0; j < 4; j++) {
+                const int k = n + 4 * j;
+                const float32x4_t v = vaddq_f32(vmulq_f32(vld1q_f32(si + k), a), vmulq_f32(vld1q_f32(B + k), b));
+                acc[j] = vfmaq_f32(acc[j], v, vld1q_f32(C + k));
+                vst1q_f32(s + k, v);
+            }
+        sum = vaddvq_f32(vaddq_f32(vaddq_f32(acc[0], acc[2]), vaddq_f32(acc[1], acc[3])));
+    }
+    int n = np;
+    if (first)
+        for (const int nu = np + ((N - np) & ~7); n < nu; n++) {
+            const float v = fmaf(si[n], dA, B[n] * xdt);
+            sum += v * C[n];
+            s[n] = v;
+        }
+    return scan_tail(s, si, B, C, n, N, dA, xdt, sum);
+}
+static float scan_row_neon(float *s, const float *si, const float *B, const float *C, int N, float dA, float xdt) {
+    return scan_row_neon_impl(s, si, B, C, N, dA, xdt, 0);
+}
+static float scan_row_neon_first(float *s, const float *si, const float *B, const float *C, int N, float dA,
+                                 float xdt) {
+    return scan_row_neon_impl(s, si, B, C, N, dA, xdt, 1);
+}
+#endif
+
 typedef float (*scan_row_fn)(float *, const float *, const float *, const float *, int, float, float);
 
 static void scan_task(void *p, int ith, int nth) {
     const scan_job *j = p;
     const int P = j->P, N = j->N;
-    scan_row_fn fn = scan_row_scalar;
+    scan_row_fn fn = scan_row_scalar, fn_first; /* fn_first: the first token of the call */
+    switch (bd_simd()) {
 #if BD_HAVE_X86
-    int lv = bd_simd();
-    if (lv == BD_SIMD_AVX512) fn = scan_row_avx512;
-    else if (lv >= BD_SIMD_AVX2) fn = scan_row_avx2;
+    case BD_SIMD_AVX512: fn = scan_row_avx512; break;
+    case BD_SIMD_AVX2: fn = scan_row_avx2; break;
+#elif BD_HAVE_NEON
+    case BD_SIMD_NEON:
+    case BD_SIMD_NEON_DOT: fn = scan_row_neon; break;
+#endif
+    default: break;
+    }
+    fn_first = fn;
+#if BD_HAVE_NEON
+    if (fn == scan_row_neon) fn_first = scan_row_neon_first;
 #endif
     const size_t hs = (size_t)P * (size_t)N;
     const int heads_per_group = j->H / j->G;
@@ -120,7 +174,7 @@ static void scan_task(void *p, int ith, int nth) {
             const float *B = j->B + t * j->ldb + g * N, *C = j->C + t * j->ldc + g * N;
             float *y = j->y + t * j->ldy + h * P;
             for (int pi = 0; pi < P; pi++) {
-                float v = fn(s + (size_t)pi * N, si + (size_t)pi * N, B, C, N, dA, x[pi] * delta);
+                float v = (t ? fn : fn_first)(s + (size_t)pi * N, si + (size_t)pi * N, B, C, N, dA, x[pi] * delta);
                 y[pi] = j->D ? v + x[pi] * j->D[h] : v;
             }
             if (j->snap && j->snap[t]) memcpy(j->snap[t] + (size_t)h * hs, s, hs * sizeof(float));

@@ -342,8 +342,14 @@ static void test_scan(bd_threadpool *tp, int lv) {
                         C + t * ldb, ldb, useD ? D : NULL, st2, y2 + t * ldy, ldy, snap);
             snap_ok &= !memcmp(sn, st2, ss * 4);
         }
-        CHECK(!memcmp(st, st2, ss * 4) && !memcmp(y, y2, (size_t)(T * ldy) * 4),
-              "scan level %d H=%d: one by one on N threads = batch on 1", lv, H);
+        /* The NEON levels follow ggml's arm64 builds, whose compiler vectorized the scalar tail of a row (N % 16
+         * >= 8) with the products rounded, for the first token of a call only (ssm_scan.c): one by one, every
+         * token is a first one, so y differs there by rounding (the state never). */
+        const int first_tail = (lv == BD_SIMD_NEON || lv == BD_SIMD_NEON_DOT) && BD_HAVE_NEON && N % 16 >= 8;
+        double dy = 0;
+        for (int64_t i = 0; i < T * ldy; i++) dy = fmax(dy, fabs((double)y[i] - y2[i]));
+        CHECK(!memcmp(st, st2, ss * 4) && (first_tail ? dy < 1e-5 : !memcmp(y, y2, (size_t)(T * ldy) * 4)),
+              "scan level %d H=%d N=%d: one by one on N threads = batch on 1 (y %.3g)", lv, H, N, dy);
         CHECK(snap_ok, "scan: snapshot equals state");
         bd_free(x);
         bd_free(dt);
