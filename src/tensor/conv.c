@@ -4,12 +4,12 @@
  * Each channel sums w[c][m]·in[t-(L-1)+m] for m = 0..L-1 in that order starting from 0 (ggml_ssm_conv), then
  * adds the bias and applies silu. Which products are fused is how the compiler built ggml's loop (vectors of
  * rounded products added one by one, then scalar fused multiply-adds; read off the machine code): the AVX2
- * builds round the first L & ~3 products (d_conv 4: all four), the AVX-512 builds the first L & ~7 (none).
- * The AVX-512 kernel below fuses every tap (L < 8 in every model; longer kernels take the portable loop); silu uses ggml's vector expf for the
- * first C & ~15 channels (AVX-512 builds and the portable code; C & ~7 at AVX2, as the AVX2 builds) and libm's
- * for the rest, as ggml_vec_silu_f32 over a row of C. The vector paths do 16 (AVX-512) or 8 (AVX2) channels at
- * a time, keeping
- * the channels' last L-1 inputs in a small window, so x is read row by row; threads take blocks of channels. */
+ * builds round the first L & ~3 products (d_conv 4: all four), the AVX-512 and arm64 builds the first L & ~7
+ * (none). The AVX-512 and NEON kernels below fuse every tap (L < 8 in every model; longer kernels take the
+ * portable loop); silu uses ggml's vector expf for the first C & ~15 channels (AVX-512 builds and the portable
+ * code; C & ~7 at AVX2, C & ~3 at NEON, as those builds) and libm's for the rest, as ggml_vec_silu_f32 over a
+ * row of C. The vector paths do 16 (AVX-512), 8 (AVX2) or 4 (NEON) channels at a time, keeping the channels'
+ * last L-1 inputs in a small window, so x is read row by row; threads take blocks of channels. */
 #include <assert.h>
 #include <math.h>
 
@@ -148,13 +148,61 @@ BD_TARGET_AVX2 static void conv_avx2(const conv_job *j, int64_t c0, int64_t c1) 
 }
 #endif
 
+#if BD_HAVE_NEON
+/* Both NEON levels, 4 channels at a time as conv_avx2 does 8, every tap fused (ggml's arm64 builds, for L < 8:
+ * the compiler vectorized the tap loop by 8 only). silu: ggml's NEON one (vectors of 4 channels with the NEON
+ * vector expf), libm's expf for the last C % 4 (conv_scalar below, as ggml_vec_silu_f32 over a row of C). */
+static void conv_neon(const conv_job *j, int64_t c0, int64_t c1) {
+    const int L = j->L;
+    const float32x4_t one = vdupq_n_f32(1.0f), zero = vdupq_n_f32(0.0f);
+    int64_t cb = c0;
+    for (; cb + 4 <= c1; cb += 4) {
+        float32x4_t win[CONV_MAX_L], wv[CONV_MAX_L];
+        for (int m = 0; m < L; m++) {
+            float wt[4];
+            for (int l = 0; l < 4; l++) wt[l] = j->w[(cb + l) * L + m];
+            wv[m] = vld1q_f32(wt);
+        }
+        for (int m = 0; m < L - 1; m++) {
+            float st[4];
+            for (int l = 0; l < 4; l++) st[l] = j->state_in[(cb + l) * (L - 1) + m];
+            win[m] = vld1q_f32(st);
+        }
+        const float32x4_t bv = j->bias ? vld1q_f32(j->bias + cb) : zero;
+        for (int64_t t = 0; t < j->T; t++) {
+            const float32x4_t xv = vld1q_f32(j->x + t * j->ldx + cb);
+            float32x4_t s = zero;
+            for (int m = 0; m < L - 1; m++) s = vfmaq_f32(s, wv[m], win[m]);
+            s = vfmaq_f32(s, wv[L - 1], xv);
+            if (j->bias) s = vaddq_f32(s, bv);
+            if (j->silu) s = vdivq_f32(s, vaddq_f32(one, bd_exp_neon(vsubq_f32(zero, s))));
+            vst1q_f32(j->y + t * j->ldy + cb, s);
+            for (int m = 0; m + 1 < L - 1; m++) win[m] = win[m + 1];
+            if (L > 1) win[L - 2] = xv;
+            if (j->snap && j->snap[t])
+                for (int m = 0; m < L - 1; m++) {
+                    float tmp[4];
+                    vst1q_f32(tmp, win[m]);
+                    for (int l = 0; l < 4; l++) j->snap[t][(cb + l) * (L - 1) + m] = tmp[l];
+                }
+        }
+        for (int m = 0; m < L - 1; m++) {
+            float tmp[4];
+            vst1q_f32(tmp, win[m]);
+            for (int l = 0; l < 4; l++) j->state[(cb + l) * (L - 1) + m] = tmp[l];
+        }
+    }
+    if (cb < c1) conv_scalar(j, cb, c1);
+}
+#endif
+
 static void conv_task(void *p, int ith, int nth) {
     const conv_job *j = p;
     int64_t c0, c1;
     bd_split_aligned(j->C, 16, ith, nth, &c0, &c1);
     if (c0 >= c1) return;
-#if BD_HAVE_X86
     switch (bd_simd()) {
+#if BD_HAVE_X86
     case BD_SIMD_AVX512:
         if (j->unfused == 0) { /* it fuses every tap */
             conv_avx512(j, c0, c1);
@@ -162,9 +210,17 @@ static void conv_task(void *p, int ith, int nth) {
         }
         break;
     case BD_SIMD_AVX2: conv_avx2(j, c0, c1); return;
+#elif BD_HAVE_NEON
+    case BD_SIMD_NEON:
+    case BD_SIMD_NEON_DOT:
+        if (j->unfused == 0) { /* it fuses every tap */
+            conv_neon(j, c0, c1);
+            return;
+        }
+        break;
+#endif
     default: break;
     }
-#endif
     conv_scalar(j, c0, c1);
 }
 
@@ -177,9 +233,9 @@ void bd_conv1d_causal_from(bd_threadpool *tp, float *y, int64_t ldy, const float
                            const float *state_in, float *state, const float *w, const float *bias, int64_t C, int L,
                            int64_t T, int silu, float *const *snap) {
     assert(L >= 1 && L <= CONV_MAX_L);
-    /* ggml's build: the AVX2 builds round the products of the first L & ~3 taps, the AVX-512 ones (and the
-     * portable code) of the first L & ~7 */
-    const int unfused = bd_simd() == BD_SIMD_AVX2 ? L & ~3 : L & ~7;
+    /* ggml's build: the AVX2 builds round the products of the first L & ~3 taps, the AVX-512 and arm64 ones
+     * (and the portable code) of the first L & ~7 */
+    const int unfused = BD_HAVE_X86 && bd_simd() == BD_SIMD_AVX2 ? L & ~3 : L & ~7;
     conv_job j = {y, x, state, state_in, w, bias, ldy, ldx, C, T, L, silu, unfused, snap};
     bd_threadpool_run(C * T < 8192 ? NULL : tp, conv_task, &j);
 }
