@@ -95,8 +95,8 @@ static inline int oracle_level_width(int level) {
 
 /* aarch64: braid's neon level follows ggml's armv8.0_1 build, its dotprod level the armv8.2_2 build, for the
  * kernels dot_neon.c / dot_neon_dot.c have (F32, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, and the Q8_0
- * activation bytes); every other kernel runs braid's portable code, the x86 AVX-512 order: another float order there.
- * Returns the paired variant's name for a level, or NULL. */
+ * activation bytes) and for the other kernels (oracle_arm_exact_ops); the dot products of other types run
+ * braid's portable code, the x86 AVX-512 order: another float order there. Returns the paired variant's name for a level, or NULL. */
 static inline const char *oracle_arm_variant(int level) {
 #if defined(__aarch64__)
     return level == BD_SIMD_NEON ? "armv8.0_1" : level == BD_SIMD_NEON_DOT ? "armv8.2_2" : NULL;
@@ -111,6 +111,15 @@ static inline int oracle_arm_exact_dot(int level, const char *v, uint32_t type) 
     return want && !strcmp(want, v) && (type == BD_TYPE_F32 || type == BD_TYPE_Q8_0 || type == BD_TYPE_Q4_0 ||
                                                 type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K || type == BD_TYPE_Q6_K ||
                                                 type == BD_TYPE_IQ4_NL || type == BD_TYPE_IQ4_XS);
+}
+
+/* Whether braid's kernels other than the matrix products (RMS norm, RoPE, softmax, silu / SwiGLU, ssm_conv,
+ * Gated DeltaNet, the Mamba2 scan) at level are claimed bit-identical to ggml variant v's on aarch64: at the
+ * pairs of oracle_arm_variant, where they follow ggml's NEON code (act.c, vexp.h, gdn.c, ssm_scan.c) or have no
+ * order to follow (norm.c, rope.c, conv.c: the same scalar sums in every build). */
+static inline int oracle_arm_exact_ops(int level, const char *v) {
+    const char *want = oracle_arm_variant(level);
+    return want && !strcmp(want, v);
 }
 
 /* Fills *p and prints it; returns 0 if the comparison cannot run here (the reason printed: the caller skips
@@ -134,9 +143,11 @@ static inline int oracle_pair_get(oracle_pair *p) {
     p->exact = w != 0 && w == ggml_variant_width(p->variant);
     const char *arm = oracle_arm_variant(bd_simd());
     if (arm && !strcmp(arm, p->variant)) {
-        /* not exact as a whole: only the NEON kernels are ggml's order (oracle_arm_exact_dot) */
+        /* not exact as a whole: the NEON dot products (oracle_arm_exact_dot) and the other kernels
+         * (oracle_arm_exact_ops) are ggml's order */
         printf("pair: braid %s vs ggml %s: bit-identical in the NEON dot products (f32, q8_0, q4_0, q4_K, q5_K, "
-               "q6_K, iq4_nl, iq4_xs); another float order elsewhere\n",
+               "q6_K, iq4_nl, iq4_xs) and the other kernels (norms, rope, softmax, silu, conv, gdn, scan); "
+               "another float order elsewhere\n",
                p->level, p->variant);
         return 1;
     }

@@ -6,8 +6,10 @@
  * in mul_mat) on llama.cpp's real code.
  *
  * braid follows the float order of the ggml build llama.cpp loads (tensor/dot.h, the ops' comments) when its
- * SIMD level pairs with it (oracle_cpu.h: avx512 with the AVX-512 builds, avx2 with the AVX2 builds), so there
- * most checks ask for bit-identical outputs (max diff 0); quantized products always. The others (the Mamba2
+ * SIMD level pairs with it (oracle_cpu.h: avx512 with the AVX-512 builds, avx2 with the AVX2 builds; on arm64
+ * neon with armv8.0_1 and dotprod with armv8.2_2, for every kernel here but the matrix products of other
+ * types than dot.h lists), so there most checks ask for bit-identical outputs (max diff 0); quantized products
+ * always. The others (the Mamba2
  * scan, BF16 products, F16 products of 2..15 tokens; everything for another pair) differ in summation order
  * only, a few ulp of the magnitudes summed: |braid − ggml| <= tol·(scale of that output); a wrong index,
  * section, sign or order gives errors of order 1. */
@@ -43,9 +45,13 @@ static ggml_backend_t backend;
 
 /* For a pair braid claims (oracle_cpu.h) outputs must be bit-identical, elsewhere within tol. */
 static int exact_pair;
+/* The kernels other than mul_mat (norms, RoPE, softmax, silu, conv, GDN, the scan) at an arm64 pair (braid neon
+ * with ggml armv8.0_1, dotprod with armv8.2_2): bit-identical there too (oracle_arm_exact_ops). */
+static int arm_ops_exact;
 static int quant_exact; /* the quantized products: one order in every AVX2 and AVX-512 build of ggml */
 static const char *variant = ""; /* the ggml build llama.cpp runs here */
 static int same_bits(double d, double tol) { return exact_pair ? d == 0 : d < tol; }
+static int same_op_bits(double d, double tol) { return exact_pair || arm_ops_exact ? d == 0 : d < tol; }
 
 static struct ggml_context *new_ctx(void) {
     struct ggml_init_params ip = {256u << 20, NULL, false};
@@ -87,7 +93,7 @@ static void test_norm_softmax(void) {
     float *y = bd_mallocn((size_t)(n * rows), 4), *tmp = bd_mallocn((size_t)n, 4);
     bd_rmsnorm_rows(NULL, y, n, x->data, n, NULL, n, rows, 1e-6f);
     double d = maxdiff(y, rn->data, n * rows, maxabs(rn->data, n * rows));
-    CHECK(same_bits(d, 1e-6), "rms_norm: %.3g (not bit-identical)", d);
+    CHECK(same_op_bits(d, 1e-6), "rms_norm: %.3g (not bit-identical)", d);
     printf("rms_norm max rel diff %.3g\n", d);
     bd_l2norm_rows(NULL, y, n, x->data, n, n, rows, 1e-6f);
     d = maxdiff(y, l2->data, n * rows, maxabs(l2->data, n * rows));
@@ -97,11 +103,11 @@ static void test_norm_softmax(void) {
         bd_softmax(y + r * n, tmp, n);
     }
     d = maxdiff(y, sm->data, n * rows, maxabs(sm->data, n * rows));
-    CHECK(same_bits(d, 1e-5), "soft_max: %.3g (not bit-identical)", d);
+    CHECK(same_op_bits(d, 1e-5), "soft_max: %.3g (not bit-identical)", d);
     printf("soft_max max rel diff %.3g\n", d);
     bd_silu(y, x->data, n * rows);
     d = maxdiff(y, si->data, n * rows, maxabs(si->data, n * rows));
-    CHECK(same_bits(d, 1e-6), "silu: %.3g (not bit-identical)", d);
+    CHECK(same_op_bits(d, 1e-6), "silu: %.3g (not bit-identical)", d);
     bd_free(y);
     bd_free(tmp);
     ggml_free(ctx);
@@ -154,7 +160,7 @@ static void test_rope(void) {
         const int npp = mrope ? cases[ci].npp : 1;
         bd_rope_rows(NULL, &rp, y, T, (int64_t)hd * nh, nh, hd, npp == 4 ? pos : pos1, npp);
         double d = maxdiff(y, r->data, (int64_t)hd * nh * T, 1.0);
-        CHECK(same_bits(d, 2e-6), "rope mode %d n_rot %d npp %d: %.3g (not bit-identical)", cases[ci].mode, cases[ci].n_rot, npp, d);
+        CHECK(same_op_bits(d, 2e-6), "rope mode %d n_rot %d npp %d: %.3g (not bit-identical)", cases[ci].mode, cases[ci].n_rot, npp, d);
         printf("rope mode %d n_rot %d: max abs diff %.3g (|x| <= 1)\n", cases[ci].mode, cases[ci].n_rot, d);
         bd_free(y);
         ggml_free(ctx);
@@ -179,7 +185,7 @@ static void test_conv(void) {
     bd_conv1d_causal(NULL, yb, C, x, C, state, w->data, NULL, C, L, T, 0, NULL);
     /* ggml's output is {d_inner, n_t}: element (c, t) at t*C + c, braid's layout too */
     double d = maxdiff(yb, y->data, (int64_t)T * C, maxabs(y->data, (int64_t)T * C));
-    CHECK(same_bits(d, 1e-6), "ssm_conv: %.3g (not bit-identical)", d);
+    CHECK(same_op_bits(d, 1e-6), "ssm_conv: %.3g (not bit-identical)", d);
     printf("ssm_conv max rel diff %.3g\n", d);
     bd_free(state);
     bd_free(x);
@@ -225,8 +231,8 @@ static void test_gdn(void) {
                g->data, b->data, st, o, (int64_t)H_v * S, NULL);
         double dO = maxdiff(o, go, (int64_t)S * H_v * T, maxabs(go, (int64_t)S * H_v * T));
         double dS = maxdiff(st, gs, (int64_t)S * S * H_v, maxabs(gs, (int64_t)S * S * H_v));
-        CHECK(same_bits(dO, 1e-5), "gated_delta_net H_k %d H_v %d S %d: output %.3g (not bit-identical)", H_k, H_v, S, dO);
-        CHECK(same_bits(dS, 1e-5), "gated_delta_net H_k %d H_v %d S %d: state %.3g (not bit-identical)", H_k, H_v, S, dS);
+        CHECK(same_op_bits(dO, 1e-5), "gated_delta_net H_k %d H_v %d S %d: output %.3g (not bit-identical)", H_k, H_v, S, dO);
+        CHECK(same_op_bits(dS, 1e-5), "gated_delta_net H_k %d H_v %d S %d: state %.3g (not bit-identical)", H_k, H_v, S, dS);
         printf("gated_delta_net H_k %d H_v %d S %d T %d: max rel diff output %.3g, state %.3g\n", H_k, H_v, S, T, dO, dS);
         bd_free(st);
         bd_free(o);
@@ -261,8 +267,10 @@ static void test_scan_n(int N) {
     double dy = maxdiff(y, gy, (int64_t)P * H * T, maxabs(gy, (int64_t)P * H * T));
     double ds = maxdiff(st, gs, (int64_t)N * P * H, maxabs(gs, (int64_t)N * P * H));
     /* the scan's float order depends on the SIMD width (ggml's step is 4 vectors): exact when braid runs the
-     * AVX-512 row kernel against the AVX-512 backend this test loads, within rounding otherwise */
-    const int exact = BD_HAVE_X86 && bd_simd() == BD_SIMD_AVX512 && bd_dot_cpu_level() == BD_SIMD_AVX512;
+     * AVX-512 row kernel against the AVX-512 backend this test loads, or its NEON one at an arm64 pair; within
+     * rounding otherwise */
+    const int exact = (BD_HAVE_X86 && bd_simd() == BD_SIMD_AVX512 && bd_dot_cpu_level() == BD_SIMD_AVX512) ||
+                      arm_ops_exact;
     CHECK(exact ? dy == 0 : dy < 1e-5, "ssm_scan N %d: output %.3g", N, dy);
     CHECK(exact ? ds == 0 : ds < 1e-5, "ssm_scan N %d: state %.3g", N, ds);
     printf("ssm_scan N %d: max rel diff output %.3g, state %.3g\n", N, dy, ds);
@@ -361,6 +369,7 @@ int main(void) {
     oracle_pair pair;
     if (!oracle_pair_get(&pair)) TEST_SKIP("the requested pair cannot run on this CPU");
     exact_pair = pair.exact;
+    arm_ops_exact = oracle_arm_exact_ops(bd_simd(), pair.variant);
     quant_exact = ggml_variant_width(pair.variant) != 0;
     variant = pair.variant;
     if (ggml_variant_f16_half_acc(variant))
