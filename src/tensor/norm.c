@@ -1,7 +1,7 @@
 /* norm.c — RMSNorm and GDN's L2 norm (architectures.md §0.2), as ggml computes them: the squares are float
  * products summed in double, the mean is rounded to float, the scale is 1/sqrtf(mean + eps), and the weight
- * multiplies afterwards ((x·scale)·w). The AVX-512 sum keeps 8 double lanes; with float products summed in
- * double the order almost never changes the float mean. */
+ * multiplies afterwards ((x·scale)·w). The AVX-512 and NEON sums keep 8 double lanes; with float products
+ * summed in double the order almost never changes the float mean. */
 #include <assert.h>
 #include <math.h>
 
@@ -26,10 +26,36 @@ BD_TARGET_AVX512 static double sumsq_avx512(const float *x, int64_t n) {
 }
 #endif
 
-static double sumsq(const float *x, int64_t n) {
-#if BD_HAVE_X86
-    if (bd_simd() == BD_SIMD_AVX512) return sumsq_avx512(x, n);
+#if BD_HAVE_NEON
+#include <arm_neon.h>
+
+/* Both NEON levels: the float squares widened and summed in 8 double lanes (4 accumulators of 2), as
+ * sumsq_avx512; ggml's arm64 builds sum them one by one, so this is the same "almost never" as there. */
+static double sumsq_neon(const float *x, int64_t n) {
+    float64x2_t a[4] = {vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0)};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int h = 0; h < 2; h++) {
+            const float32x4_t v = vld1q_f32(x + i + 4 * h), sq = vmulq_f32(v, v);
+            a[2 * h] = vaddq_f64(a[2 * h], vcvt_f64_f32(vget_low_f32(sq)));
+            a[2 * h + 1] = vaddq_f64(a[2 * h + 1], vcvt_high_f64_f32(sq));
+        }
+    double s = vaddvq_f64(vaddq_f64(vaddq_f64(a[0], a[2]), vaddq_f64(a[1], a[3])));
+    for (; i < n; i++) s += (double)(x[i] * x[i]);
+    return s;
+}
 #endif
+
+static double sumsq(const float *x, int64_t n) {
+    switch (bd_simd()) {
+#if BD_HAVE_X86
+    case BD_SIMD_AVX512: return sumsq_avx512(x, n);
+#elif BD_HAVE_NEON
+    case BD_SIMD_NEON:
+    case BD_SIMD_NEON_DOT: return sumsq_neon(x, n);
+#endif
+    default: break;
+    }
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += (double)(x[i] * x[i]);
     return s;
