@@ -167,14 +167,19 @@ static void test_rope(void) {
     }
 }
 
-static void test_conv(void) {
+/* ggml_ssm_conv, and with silu: ggml_silu(ggml_ssm_conv(...) + bias), as GDN and Mamba2 run it (C not a
+ * multiple of the vector widths, so silu's libm tail is covered too) */
+static void test_conv_case(int C, int silu) {
     struct ggml_context *ctx = new_ctx();
-    const int L = 4, C = 80, T = 9;
+    const int L = 4, T = 9;
     struct ggml_tensor *sx = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, L - 1 + T, C); /* per channel: state ‖ x */
     struct ggml_tensor *w = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, L, C);
+    struct ggml_tensor *bias = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, C);
     fill(sx->data, (int64_t)(L - 1 + T) * C, 2);
     fill(w->data, (int64_t)L * C, 1);
+    fill(bias->data, C, 1);
     struct ggml_tensor *y = ggml_ssm_conv(ctx, ggml_reshape_3d(ctx, sx, L - 1 + T, C, 1), w); /* [C][T] */
+    if (silu) y = ggml_silu(ctx, ggml_add(ctx, y, bias));
     compute(ctx, y);
     float *state = bd_mallocn((size_t)C * (L - 1), 4), *x = bd_mallocn((size_t)T * C, 4), *yb = bd_mallocn((size_t)T * C, 4);
     const float *s = sx->data;
@@ -182,15 +187,20 @@ static void test_conv(void) {
         for (int m = 0; m < L - 1; m++) state[c * (L - 1) + m] = s[c * (L - 1 + T) + m];
         for (int t = 0; t < T; t++) x[t * C + c] = s[c * (L - 1 + T) + L - 1 + t];
     }
-    bd_conv1d_causal(NULL, yb, C, x, C, state, w->data, NULL, C, L, T, 0, NULL);
+    bd_conv1d_causal(NULL, yb, C, x, C, state, w->data, silu ? bias->data : NULL, C, L, T, silu, NULL);
     /* ggml's output is {d_inner, n_t}: element (c, t) at t*C + c, braid's layout too */
     double d = maxdiff(yb, y->data, (int64_t)T * C, maxabs(y->data, (int64_t)T * C));
-    CHECK(same_op_bits(d, 1e-6), "ssm_conv: %.3g (not bit-identical)", d);
-    printf("ssm_conv max rel diff %.3g\n", d);
+    CHECK(same_op_bits(d, 1e-6), "ssm_conv C %d silu %d: %.3g (not bit-identical)", C, silu, d);
+    printf("ssm_conv C %d%s max rel diff %.3g\n", C, silu ? " + bias, silu" : "", d);
     bd_free(state);
     bd_free(x);
     bd_free(yb);
     ggml_free(ctx);
+}
+
+static void test_conv(void) {
+    test_conv_case(80, 0);
+    test_conv_case(83, 1);
 }
 
 static void l2rows(float *p, int64_t rows, int S) {
