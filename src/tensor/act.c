@@ -101,10 +101,20 @@ void bd_mul(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
 }
 
+/* Every build's last elements: libm's expf, each added to sum in double. */
+static double expsum_tail(float *y, const float *x, float max, int64_t i, int64_t n, double sum) {
+    for (; i < n; i++) {
+        y[i] = expf(x[i] - max);
+        sum += (double)y[i];
+    }
+    return sum;
+}
+
 /* y = exp(x - max), returns the sum as ggml_vec_soft_max_f32 makes it. AVX-512 builds (and the portable code):
  * per 16 elements the vector expf, the 16 values summed in float by halving (16 -> 8 -> 4 -> 2 -> 1), each such
  * sum added in double; the last n % 16 with libm's expf, each added in double. AVX2 builds: the same per 8
- * elements, with their vector expf and hsum_float_8's tree (bd_hsum8); the last n % 8 with libm's. */
+ * elements, with their vector expf and hsum_float_8's tree (bd_hsum8); the last n % 8 with libm's. arm64
+ * builds: per 4 (expsum_neon). */
 #if BD_HAVE_X86
 BD_TARGET_AVX512 static double expsum_avx512(float *y, const float *x, float max, int64_t n) {
     double sum = 0;
@@ -114,11 +124,7 @@ BD_TARGET_AVX512 static double expsum_avx512(float *y, const float *x, float max
         _mm512_storeu_ps(y + i, v);
         sum += (double)_mm512_reduce_add_ps(v);
     }
-    for (; i < n; i++) {
-        y[i] = expf(x[i] - max);
-        sum += (double)y[i];
-    }
-    return sum;
+    return expsum_tail(y, x, max, i, n, sum);
 }
 
 BD_TARGET_AVX2 static double expsum_avx2(float *y, const float *x, float max, int64_t n) {
@@ -129,11 +135,7 @@ BD_TARGET_AVX2 static double expsum_avx2(float *y, const float *x, float max, in
         _mm256_storeu_ps(y + i, v);
         sum += (double)bd_hsum8(v);
     }
-    for (; i < n; i++) {
-        y[i] = expf(x[i] - max);
-        sum += (double)y[i];
-    }
-    return sum;
+    return expsum_tail(y, x, max, i, n, sum);
 }
 #endif
 
@@ -148,11 +150,7 @@ static double expsum_neon(float *y, const float *x, float max, int64_t n) {
         vst1q_f32(y + i, v);
         sum += (double)vaddvq_f32(v);
     }
-    for (; i < n; i++) {
-        y[i] = expf(x[i] - max);
-        sum += (double)y[i];
-    }
-    return sum;
+    return expsum_tail(y, x, max, i, n, sum);
 }
 #endif
 
@@ -166,11 +164,7 @@ static double expsum_scalar(float *y, const float *x, float max, int64_t n) {
         for (int l = 0; l < 4; l++) q[l] = w[l] + w[l + 4];
         sum += (double)((q[0] + q[2]) + (q[1] + q[3]));
     }
-    for (; i < n; i++) {
-        y[i] = expf(x[i] - max);
-        sum += (double)y[i];
-    }
-    return sum;
+    return expsum_tail(y, x, max, i, n, sum);
 }
 
 void bd_softmax(float *y, const float *x, int64_t n) {
