@@ -93,10 +93,10 @@ static inline int oracle_level_width(int level) {
     return level == BD_SIMD_AVX512 ? 512 : level == BD_SIMD_AVX2 ? 256 : 0;
 }
 
-/* aarch64: braid's neon level follows ggml's armv8.0_1 build, its dotprod level the armv8.2_2 build, for the
- * kernels dot_neon.c / dot_neon_dot.c have (F32, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, and the Q8_0
- * activation bytes) and for the other kernels (oracle_arm_exact_ops); the dot products of other types run
- * braid's portable code, the x86 AVX-512 order: another float order there. Returns the paired variant's name for a level, or NULL. */
+/* aarch64: braid's neon level follows ggml's armv8.0_1 build, its dotprod level the armv8.2_2 build, in the
+ * kernels dot_neon.c / dot_neon_dot.c / dot_neon_q.h have: the dot products of every weight type but F16 and
+ * BF16 (and the Q8_0 / Q8_1 activation bytes), and the other kernels (oracle_arm_exact_ops). Returns the paired
+ * variant's name for a level, or NULL. */
 static inline const char *oracle_arm_variant(int level) {
 #if defined(__aarch64__)
     return level == BD_SIMD_NEON ? "armv8.0_1" : level == BD_SIMD_NEON_DOT ? "armv8.2_2" : NULL;
@@ -105,12 +105,19 @@ static inline const char *oracle_arm_variant(int level) {
     return NULL;
 #endif
 }
-/* Whether braid's vec_dot of a weight type at level is claimed bit-identical to ggml variant v's on aarch64. */
+/* The weight types whose vec_dot the NEON levels claim bit-identical to their paired build's, as printed by
+ * oracle_pair_get. */
+#define ORACLE_ARM_EXACT_TYPES "f32, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_K..q6_K, iq4_xs"
 static inline int oracle_arm_exact_dot(int level, const char *v, uint32_t type) {
+    static const uint32_t exact[] = {BD_TYPE_F32,  BD_TYPE_Q8_0,  BD_TYPE_Q4_0,
+                                     BD_TYPE_Q4_1, BD_TYPE_Q5_0, BD_TYPE_Q5_1,   BD_TYPE_IQ4_NL, BD_TYPE_MXFP4,
+                                     BD_TYPE_Q2_K, BD_TYPE_Q3_K, BD_TYPE_Q4_K,   BD_TYPE_Q5_K,  BD_TYPE_Q6_K,
+                                     BD_TYPE_IQ4_XS};
     const char *want = oracle_arm_variant(level);
-    return want && !strcmp(want, v) && (type == BD_TYPE_F32 || type == BD_TYPE_Q8_0 || type == BD_TYPE_Q4_0 ||
-                                                type == BD_TYPE_Q4_K || type == BD_TYPE_Q5_K || type == BD_TYPE_Q6_K ||
-                                                type == BD_TYPE_IQ4_NL || type == BD_TYPE_IQ4_XS);
+    if (!want || strcmp(want, v)) return 0;
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        if (exact[i] == type) return 1;
+    return 0;
 }
 
 /* Whether braid's kernels other than the matrix products (RMS norm, RoPE, softmax, silu / SwiGLU, ssm_conv,
@@ -145,9 +152,9 @@ static inline int oracle_pair_get(oracle_pair *p) {
     if (arm && !strcmp(arm, p->variant)) {
         /* not exact as a whole: the NEON dot products (oracle_arm_exact_dot) and the other kernels
          * (oracle_arm_exact_ops) are ggml's order */
-        printf("pair: braid %s vs ggml %s: bit-identical in the NEON dot products (f32, q8_0, q4_0, q4_K, q5_K, "
-               "q6_K, iq4_nl, iq4_xs) and the other kernels (norms, rope, softmax, silu, conv, gdn, scan); "
-               "another float order elsewhere\n",
+        printf("pair: braid %s vs ggml %s: bit-identical in the NEON dot products (" ORACLE_ARM_EXACT_TYPES
+               ") and the other kernels (norms, rope, softmax, silu, conv, gdn, scan); another float order "
+               "elsewhere\n",
                p->level, p->variant);
         return 1;
     }

@@ -1,6 +1,6 @@
 /* dot_neon.c — the plain NEON level on aarch64 (Advanced SIMD, in every aarch64 CPU): dot products (F32, Q8_0,
- * Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS), decode gemv kernels and the Q8_0 activation converter, in the float
- * orders of ggml's armv8.0 build (libggml-cpu-armv8.0_1.so), which llama.cpp loads on CPUs
+ * Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS), decode gemv kernels and the Q8_0 activation
+ * converter, in the float orders of ggml's armv8.0 build (libggml-cpu-armv8.0_1.so), which llama.cpp loads on CPUs
  * without dotprod (Cortex-A53/A72: Raspberry Pi 3/4). conformance_dot checks them bit for bit against that build
  * (BRAID_SIMD=neon BRAID_GGML_CPU=armv8.0_1).
  *

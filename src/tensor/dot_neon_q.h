@@ -1,4 +1,4 @@
-/* dot_neon_q.h — the NEON dot products of the 32-element block types, written once for both aarch64 levels.
+/* dot_neon_q.h — the NEON dot products of the block types, written once for both aarch64 levels.
  *
  * Included by dot_neon.c (plain Advanced SIMD) and dot_neon_dot.c (with the dotprod extension) after each has
  * defined NEON_DOT4(acc, a, b): acc plus the products of the int8 vectors a and b, summed four at a time into
@@ -8,11 +8,14 @@
  * SADDLP, so lane k gets elements 2k, 2k+1, 8+2k, 9+2k. NEON_SUFFIX names the functions.
  *
  * The float order of both (read off ggml's arm64 builds, clang, with fused multiply-adds):
- *   Q8_0, Q4_0 (x Q8_0): two chains of 4 float lanes, even blocks in one and odd blocks in the other; per block,
- *     lane k = the int32 lane sum over the block's two 16-byte halves, acc = fma(float(lane), d, acc) with
- *     d = fp32(x.d) * fp32(y.d) rounded. Result (a0 + a1) + (a2 + a3) of each chain (FADDP), even chain + odd
- *     chain. An odd last block is added after that as a scalar: Q8_0 fma(float(isum), d, sum); Q4_0
- *     fma(float(isum) * fp32(x.d), fp32(y.d), sum). */
+ *   Q8_0, Q4_0, Q5_0 (x Q8_0), Q4_1, Q5_1 (x Q8_1): two chains of 4 float lanes, even blocks in one and odd
+ *     blocks in the other; per block, lane k = the int32 lane sum over the block's two 16-byte halves,
+ *     acc = fma(float(lane), d, acc) with d = fp32(x.d) * fp32(y.d) rounded. Result (a0 + a1) + (a2 + a3) of
+ *     each chain (FADDP), even chain + odd chain. The min terms m * s (fp32(x.m) * fp32(y.s)) of Q4_1 go to
+ *     one float per pair of blocks, summs = summs + fma(m0, s0, m1 * s1), added last: (even + odd) + summs;
+ *     Q5_1 keeps one float per chain, summs_c = fma(m_c, s_c, summs_c), and ends ((even + odd) + summs_0) +
+ *     summs_1. An odd last block is added after that as a scalar: Q8_0, Q5_0 fma(float(isum), d, sum); Q4_0
+ *     fma(float(isum) * fp32(x.d), fp32(y.d), sum); Q4_1, Q5_1 sum + fma(d, float(isum), m * s). */
 #include <arm_neon.h>
 #include <math.h>
 #include <string.h>
@@ -32,63 +35,158 @@ static inline float neon_h2f(uint16_t h) {
     return (float)f;
 }
 
-static void NEON_FN(dot_q8_0_q8_0_)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q8_0 *x = vx, *y = vy;
-    const int64_t nb = n / BD_QK8_0;
-    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
-    int64_t b = 0;
-    for (; b + 1 < nb; b += 2) {
-        const int32x4_t p0 = vaddq_s32(NEON_DOT4(vdupq_n_s32(0), vld1q_s8(x[b].qs), vld1q_s8(y[b].qs)),
-                                       NEON_DOT4(vdupq_n_s32(0), vld1q_s8(x[b].qs + 16), vld1q_s8(y[b].qs + 16)));
-        const int32x4_t p1 =
-            vaddq_s32(NEON_DOT4(vdupq_n_s32(0), vld1q_s8(x[b + 1].qs), vld1q_s8(y[b + 1].qs)),
-                      NEON_DOT4(vdupq_n_s32(0), vld1q_s8(x[b + 1].qs + 16), vld1q_s8(y[b + 1].qs + 16)));
-        const float d0 = neon_h2f(x[b].d) * neon_h2f(y[b].d);
-        const float d1 = neon_h2f(x[b + 1].d) * neon_h2f(y[b + 1].d);
-        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), d0);
-        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), d1);
-    }
-    float sum = neon_hadd4(acc0) + neon_hadd4(acc1);
-    for (; b < nb; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < BD_QK8_0; j++) isum += x[b].qs[j] * y[b].qs[j];
-        sum = fmaf((float)isum, neon_h2f(x[b].d) * neon_h2f(y[b].d), sum);
-    }
-    *s = sum;
+/* The fp16 at p (2-byte aligned or not) as fp32. */
+static inline float neon_ld_h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return neon_h2f(h);
 }
 
-/* The 32 levels of a Q4_0 block minus 8, elements 0..15 (low nibbles) and 16..31 (high nibbles). */
-static inline void neon_q4_0_levels(const bd_block_q4_0 *x, int8x16_t *lo, int8x16_t *hi) {
-    const uint8x16_t v = vld1q_u8(x->qs);
-    *lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
-    *hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
+/* ---- the block-of-32 types against Q8_0 / Q8_1: vec_dot and the decode gemv from one row kernel ---- */
+
+/* The block-of-32 weight layouts: each block starts with its fp16 d. */
+enum { NEON_Q8_0, NEON_Q4_0, NEON_Q5_0, NEON_Q4_1, NEON_Q5_1 };
+
+static inline size_t neon_b32_size(int kind) {
+    static const size_t size[] = {sizeof(bd_block_q8_0), sizeof(bd_block_q4_0), sizeof(bd_block_q5_0),
+                                  sizeof(bd_block_q4_1), sizeof(bd_block_q5_1)};
+    return size[kind];
 }
 
-static void NEON_FN(dot_q4_0_q8_0_)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_q4_0 *x = vx;
-    const bd_block_q8_0 *y = vy;
-    const int64_t nb = n / BD_QK4_0;
-    float32x4_t acc0 = vdupq_n_f32(0), acc1 = vdupq_n_f32(0);
-    int64_t b = 0;
-    for (; b + 1 < nb; b += 2) {
-        int8x16_t l0, h0, l1, h1;
-        neon_q4_0_levels(&x[b], &l0, &h0);
-        neon_q4_0_levels(&x[b + 1], &l1, &h1);
-        const int32x4_t p0 = NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), l0, vld1q_s8(y[b].qs)), h0, vld1q_s8(y[b].qs + 16));
-        const int32x4_t p1 =
-            NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), l1, vld1q_s8(y[b + 1].qs)), h1, vld1q_s8(y[b + 1].qs + 16));
-        acc0 = vfmaq_n_f32(acc0, vcvtq_f32_s32(p0), neon_h2f(x[b].d) * neon_h2f(y[b].d));
-        acc1 = vfmaq_n_f32(acc1, vcvtq_f32_s32(p1), neon_h2f(x[b + 1].d) * neon_h2f(y[b + 1].d));
-    }
-    float sum = neon_hadd4(acc0) + neon_hadd4(acc1);
-    for (; b < nb; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < BD_QK4_0 / 2; j++)
-            isum += ((x[b].qs[j] & 0x0f) - 8) * y[b].qs[j] + ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + 16];
-        sum = fmaf((float)isum * neon_h2f(x[b].d), neon_h2f(y[b].d), sum);
-    }
-    *s = sum;
+/* Q4_1 and Q5_1 carry a minimum m (fp16, after d) and take Q8_1 activations, whose s (after d) it multiplies. */
+static inline int neon_b32_has_min(int kind) { return kind == NEON_Q4_1 || kind == NEON_Q5_1; }
+
+/* The fifth bits of a Q5 block as bytes 0x10 or 0: element e's is bit e of the little-endian word at qh;
+ * elements 0..15 into *lo, 16..31 into *hi. */
+static inline void neon_q5_bits(const uint8_t *qh, uint8x16_t *lo, uint8x16_t *hi) {
+    uint32_t w;
+    memcpy(&w, qh, sizeof w);
+    const uint8x16_t bytes = vreinterpretq_u8_u32(vdupq_n_u32(w));
+    const uint8x16_t bit = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201ull)); /* 1 << (e % 8) */
+    const uint8x16_t pick_lo = vcombine_u8(vdup_n_u8(0), vdup_n_u8(1)); /* byte e / 8 for lane e */
+    const uint8x16_t pick_hi = vcombine_u8(vdup_n_u8(2), vdup_n_u8(3));
+    *lo = vandq_u8(vtstq_u8(vqtbl1q_u8(bytes, pick_lo), bit), vdupq_n_u8(0x10));
+    *hi = vandq_u8(vtstq_u8(vqtbl1q_u8(bytes, pick_hi), bit), vdupq_n_u8(0x10));
 }
+
+/* The 32 int8 levels of the block at blk: elements 0..15 into *lo, 16..31 into *hi (the nibble formats: low
+ * nibbles of the 16 bytes, then high nibbles). Q4_0 minus 8, Q5_0 minus 16, Q4_1 and Q5_1 unsigned. */
+static inline void neon_b32_levels(const uint8_t *blk, int kind, int8x16_t *lo, int8x16_t *hi) {
+    if (kind == NEON_Q8_0) {
+        *lo = vld1q_s8((const int8_t *)blk + 2);
+        *hi = vld1q_s8((const int8_t *)blk + 18);
+        return;
+    }
+    const size_t qs = kind == NEON_Q4_0 ? 2 : kind == NEON_Q5_0 ? 6 : kind == NEON_Q4_1 ? 4 : 8;
+    const uint8x16_t v = vld1q_u8(blk + qs);
+    uint8x16_t l = vandq_u8(v, vdupq_n_u8(0x0f)), h = vshrq_n_u8(v, 4);
+    if (kind == NEON_Q5_0 || kind == NEON_Q5_1) { /* qh: the 4 bytes before qs */
+        uint8x16_t bl, bh;
+        neon_q5_bits(blk + qs - 4, &bl, &bh);
+        l = vorrq_u8(l, bl);
+        h = vorrq_u8(h, bh);
+    }
+    const int8x16_t off = vdupq_n_s8(kind == NEON_Q4_0 ? 8 : kind == NEON_Q5_0 ? 16 : 0);
+    *lo = vsubq_s8(vreinterpretq_s8_u8(l), off);
+    *hi = vsubq_s8(vreinterpretq_s8_u8(h), off);
+}
+
+/* The int32 lanes of one block against the activation halves y0, y1, grouped as vec_dot groups them. */
+static inline int32x4_t NEON_FN(blk32_)(const uint8_t *blk, int kind, int8x16_t y0, int8x16_t y1) {
+    int8x16_t lo, hi;
+    neon_b32_levels(blk, kind, &lo, &hi);
+    return NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), lo, y0), hi, y1);
+}
+
+/* R (<= 4) rows rp against the activation row yb: per row exactly vec_dot's even and odd chains, min terms and
+ * tail (the order above); the activation blocks are loaded once for the R rows, and pf_len bytes at pf (the
+ * next rows) prefetched along the way. With R = 1 and no prefetch this is the vec_dot. */
+static inline void NEON_FN(b32_rows_)(int64_t nb, int kind, const uint8_t *const *rp, const uint8_t *yb, float *out,
+                                      const int R, const uint8_t *pf, size_t pf_len) {
+    const size_t bsz = neon_b32_size(kind);
+    const int has_min = neon_b32_has_min(kind);
+    const size_t ysz = has_min ? sizeof(bd_block_q8_1) : sizeof(bd_block_q8_0), yqs = ysz - BD_QK32;
+    float32x4_t a0[4], a1[4];
+    float m0[4] = {0}, m1[4] = {0};
+    for (int r = 0; r < R; r++) a0[r] = a1[r] = vdupq_n_f32(0);
+    int64_t b = 0;
+    const size_t pf_step = nb > 1 ? (pf_len + (size_t)nb / 2 - 1) / ((size_t)nb / 2) : pf_len;
+    for (size_t o = 0; b + 1 < nb; b += 2, o += pf_step) {
+        if (pf)
+            for (size_t p = o & ~(size_t)63; p < o + pf_step && p < pf_len; p += 64) __builtin_prefetch(pf + p, 0, 2);
+        const uint8_t *y0 = yb + (size_t)b * ysz, *y1 = y0 + ysz;
+        const int8x16_t y00 = vld1q_s8((const int8_t *)y0 + yqs), y01 = vld1q_s8((const int8_t *)y0 + yqs + 16);
+        const int8x16_t y10 = vld1q_s8((const int8_t *)y1 + yqs), y11 = vld1q_s8((const int8_t *)y1 + yqs + 16);
+        const float yd0 = neon_ld_h2f(y0), yd1 = neon_ld_h2f(y1);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *x0 = rp[r] + (size_t)b * bsz, *x1 = x0 + bsz;
+            const int32x4_t p0 = NEON_FN(blk32_)(x0, kind, y00, y01), p1 = NEON_FN(blk32_)(x1, kind, y10, y11);
+            a0[r] = vfmaq_n_f32(a0[r], vcvtq_f32_s32(p0), neon_ld_h2f(x0) * yd0);
+            a1[r] = vfmaq_n_f32(a1[r], vcvtq_f32_s32(p1), neon_ld_h2f(x1) * yd1);
+            if (kind == NEON_Q4_1) {
+                const float m1s1 = neon_ld_h2f(x1 + 2) * neon_ld_h2f(y1 + 2);
+                m0[r] = m0[r] + fmaf(neon_ld_h2f(x0 + 2), neon_ld_h2f(y0 + 2), m1s1);
+            } else if (kind == NEON_Q5_1) {
+                m0[r] = fmaf(neon_ld_h2f(x0 + 2), neon_ld_h2f(y0 + 2), m0[r]);
+                m1[r] = fmaf(neon_ld_h2f(x1 + 2), neon_ld_h2f(y1 + 2), m1[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float sum = neon_hadd4(a0[r]) + neon_hadd4(a1[r]);
+        if (kind == NEON_Q4_1) sum = sum + m0[r];
+        if (kind == NEON_Q5_1) sum = (sum + m0[r]) + m1[r];
+        if (b < nb) { /* vec_dot's scalar last block */
+            const uint8_t *x = rp[r] + (size_t)b * bsz, *y = yb + (size_t)b * ysz;
+            const int32_t isum = vaddvq_s32(NEON_FN(blk32_)(x, kind, vld1q_s8((const int8_t *)y + yqs),
+                                                            vld1q_s8((const int8_t *)y + yqs + 16)));
+            const float xd = neon_ld_h2f(x), yd = neon_ld_h2f(y);
+            if (has_min)
+                sum = sum + fmaf(xd * yd, (float)isum, neon_ld_h2f(x + 2) * neon_ld_h2f(y + 2));
+            else
+                sum = kind == NEON_Q4_0 ? fmaf((float)isum * xd, yd, sum) : fmaf((float)isum, xd * yd, sum);
+        }
+        out[r] = sum;
+    }
+}
+
+static inline void NEON_FN(dot_b32_)(int kind, int64_t n, float *s, const void *vx, const void *vy) {
+    const uint8_t *rp[1] = {vx};
+    NEON_FN(b32_rows_)(n / BD_QK32, kind, rp, vy, s, 1, NULL, 0);
+}
+
+static inline void NEON_FN(gemv_b32_)(int kind, int64_t n, float *s, const void *w, size_t wrow, int64_t nrows,
+                                      const void *xq) {
+    const int64_t nb = n / BD_QK32;
+    const uint8_t *W = w;
+    int64_t r = 0;
+    for (size_t o = 0; o < (size_t)(nrows < 4 ? nrows : 4) * wrow; o += 64) __builtin_prefetch(W + o, 0, 2);
+    for (; r + 4 <= nrows; r += 4) {
+        const uint8_t *rp[4] = {W + (size_t)r * wrow, W + (size_t)(r + 1) * wrow, W + (size_t)(r + 2) * wrow,
+                                W + (size_t)(r + 3) * wrow};
+        NEON_FN(b32_rows_)(nb, kind, rp, xq, s + r, 4, r + 8 <= nrows ? W + (size_t)(r + 4) * wrow : NULL, 4 * wrow);
+    }
+    for (; r < nrows; r++) {
+        const uint8_t *rp[1] = {W + (size_t)r * wrow};
+        NEON_FN(b32_rows_)(nb, kind, rp, xq, s + r, 1, NULL, 0);
+    }
+}
+
+/* One vec_dot and one gemv per type: the kernels above with the type's layout. */
+#define NEON_B32(type, kind, act)                                                                                   \
+    static void NEON_FN(dot_##type##_##act##_)(int64_t n, float *s, const void *vx, const void *vy) {           \
+        NEON_FN(dot_b32_)(kind, n, s, vx, vy);                                                                       \
+    }                                                                                                                \
+    static void NEON_FN(gemv_##type##_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows,           \
+                                        const void *xq) {                                                            \
+        NEON_FN(gemv_b32_)(kind, n, s, w, wrow, nrows, xq);                                                          \
+    }
+NEON_B32(q8_0, NEON_Q8_0, q8_0)
+NEON_B32(q4_0, NEON_Q4_0, q8_0)
+NEON_B32(q5_0, NEON_Q5_0, q8_0)
+NEON_B32(q4_1, NEON_Q4_1, q8_1)
+NEON_B32(q5_1, NEON_Q5_1, q8_1)
+#undef NEON_B32
 
 /* The K-quant dots are exact integers per block until one or two float steps per block, the same in every
  * arm64 build of ggml without SVE (the lane grouping does not matter: each block's sums are reduced whole):
@@ -219,34 +317,114 @@ static void NEON_FN(dot_q6_K_q8_K_)(int64_t n, float *s, const void *vx, const v
     *s = sum;
 }
 
-/* The IQ4 levels of 16 nibble indices (TBL into the non-linear table). */
-static inline int8x16_t neon_iq4_levels(uint8x16_t idx) { return vqtbl1q_s8(vld1q_s8(bd_kvalues_iq4nl), idx); }
-
-/* The int32 sum over a 32-element IQ4 block (16 bytes of nibbles: low ones elements 0..15) against y. */
-static inline int32_t NEON_FN(iq4_sum32_)(const uint8_t *qs, const int8_t *y) {
-    const uint8x16_t v = vld1q_u8(qs);
-    return vaddvq_s32(NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), neon_iq4_levels(vandq_u8(v, vdupq_n_u8(0x0f))), vld1q_s8(y)),
-                                neon_iq4_levels(vshrq_n_u8(v, 4)), vld1q_s8(y + 16)));
+/* Q2_K and Q3_K (x Q8_K) share their layout: element 128h + 32g + l has its low 2 bits at bits 2g of byte
+ * 32h + l of qs (Q3_K its third bit at bit 4h + g of hmask[l]), and 16-element sub-blocks k with a scale sc[k].
+ * Returns isum = the sum over k of sc[k] times the int32 sum of q * y over sub-block k, with q = the 2 bits
+ * (hmask NULL: Q2_K, 0..3) or the 3 bits minus 4 (Q3_K, -4..3). */
+static inline int32_t NEON_FN(k23_isum_)(const uint8_t *qs, const uint8_t *hmask, const int8_t sc[16],
+                                         const int8_t *q8) {
+    const uint8x16_t m3 = vdupq_n_u8(3), one = vdupq_n_u8(1);
+    const uint8x16_t hb0 = hmask ? vld1q_u8(hmask) : vdupq_n_u8(0), hb1 = hmask ? vld1q_u8(hmask + 16) : vdupq_n_u8(0);
+    int32x4_t acc = vdupq_n_s32(0);
+    for (int h = 0; h < 2; h++, qs += 32) {
+        const uint8x16_t v0 = vld1q_u8(qs), v1 = vld1q_u8(qs + 16);
+        for (int g = 0; g < 4; g++, q8 += 32) {
+            const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * g)), hshift = vdupq_n_s8((int8_t)(-(4 * h + g)));
+            uint8x16_t l0 = vandq_u8(vshlq_u8(v0, shift), m3), l1 = vandq_u8(vshlq_u8(v1, shift), m3);
+            int8x16_t q0 = vreinterpretq_s8_u8(l0), q1 = vreinterpretq_s8_u8(l1);
+            if (hmask) {
+                l0 = vorrq_u8(l0, vshlq_n_u8(vandq_u8(vshlq_u8(hb0, hshift), one), 2));
+                l1 = vorrq_u8(l1, vshlq_n_u8(vandq_u8(vshlq_u8(hb1, hshift), one), 2));
+                q0 = vsubq_s8(vreinterpretq_s8_u8(l0), vdupq_n_s8(4));
+                q1 = vsubq_s8(vreinterpretq_s8_u8(l1), vdupq_n_s8(4));
+            }
+            const int k = 8 * h + 2 * g;
+            acc = vmlaq_n_s32(acc, NEON_DOT4(vdupq_n_s32(0), q0, vld1q_s8(q8)), sc[k]);
+            acc = vmlaq_n_s32(acc, NEON_DOT4(vdupq_n_s32(0), q1, vld1q_s8(q8 + 16)), sc[k + 1]);
+        }
+    }
+    return vaddvq_s32(acc);
 }
 
-/* IQ4_NL (x Q8_0): blocks in pairs, t = (fp32(x1.d) * fp32(y1.d)) * float(isum1) rounded, then
- * t = fma(fp32(x0.d) * fp32(y0.d), float(isum0), t) (the compiler fused the first product of ggml's
- * a*b + c*d), sum = sum + t; an odd last block: sum = fma(fp32(y.d) * fp32(x.d), float(isum), sum). */
-static void NEON_FN(dot_iq4_nl_q8_0_)(int64_t n, float *s, const void *vx, const void *vy) {
-    const bd_block_iq4_nl *x = vx;
-    const bd_block_q8_0 *y = vy;
-    const int64_t nb = n / BD_QK32;
+/* Q2_K (x Q8_K): sc[k] = scales[k] & 15, imin = the sum over k of (scales[k] >> 4) * bsums[k]; per block, in
+ * order: sum = fma(-(y.d * fp32(x.dmin)), float(imin), sum), sum = fma(y.d * fp32(x.d), float(isum), sum). */
+static void NEON_FN(dot_q2_K_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q2_K *x = vx;
+    const bd_block_q8_K *y = vy;
+    float sum = 0;
+    for (int64_t b = 0; b < n / BD_QK_K; b++) {
+        const uint8x16_t scm = vld1q_u8(x[b].scales);
+        int8_t sc[16];
+        vst1q_s8(sc, vreinterpretq_s8_u8(vandq_u8(scm, vdupq_n_u8(15))));
+        const uint8x16_t mn = vshrq_n_u8(scm, 4);
+        const int16x8_t m_lo = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(mn)));
+        const int16x8_t m_hi = vreinterpretq_s16_u16(vmovl_u8(vget_high_u8(mn)));
+        const int16x8_t b_lo = vld1q_s16(y[b].bsums), b_hi = vld1q_s16(y[b].bsums + 8);
+        int32x4_t pm = vmull_s16(vget_low_s16(m_lo), vget_low_s16(b_lo));
+        pm = vmlal_s16(pm, vget_high_s16(m_lo), vget_high_s16(b_lo));
+        pm = vmlal_s16(pm, vget_low_s16(m_hi), vget_low_s16(b_hi));
+        pm = vmlal_s16(pm, vget_high_s16(m_hi), vget_high_s16(b_hi));
+        const int32_t isum = NEON_FN(k23_isum_)(x[b].qs, NULL, sc, y[b].qs);
+        sum = fmaf(-(y[b].d * neon_h2f(x[b].dmin)), (float)vaddvq_s32(pm), sum);
+        sum = fmaf(y[b].d * neon_h2f(x[b].d), (float)isum, sum);
+    }
+    *s = sum;
+}
+
+/* Q3_K (x Q8_K): sc[k] the 6-bit scales minus 32; per block sum = fma(y.d * fp32(x.d), float(isum), sum). */
+static void NEON_FN(dot_q3_K_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
+    const bd_block_q3_K *x = vx;
+    const bd_block_q8_K *y = vy;
+    float sum = 0;
+    for (int64_t b = 0; b < n / BD_QK_K; b++) {
+        int8_t sc[16];
+        for (int k = 0; k < 16; k++) sc[k] = (int8_t)bd_q3_K_scale(x[b].scales, k);
+        const int32_t isum = NEON_FN(k23_isum_)(x[b].qs, x[b].hmask, sc, y[b].qs);
+        sum = fmaf(y[b].d * neon_h2f(x[b].d), (float)isum, sum);
+    }
+    *s = sum;
+}
+
+/* The int32 sum over a 32-element table block (16 bytes of nibble indices into values: low ones elements
+ * 0..15) against y. */
+static inline int32_t NEON_FN(table_sum32_)(int8x16_t values, const uint8_t *qs, const int8_t *y) {
+    const uint8x16_t v = vld1q_u8(qs);
+    const int8x16_t lo = vqtbl1q_s8(values, vandq_u8(v, vdupq_n_u8(0x0f))), hi = vqtbl1q_s8(values, vshrq_n_u8(v, 4));
+    return vaddvq_s32(NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), lo, vld1q_s8(y)), hi, vld1q_s8(y + 16)));
+}
+
+/* IQ4_NL and MXFP4 (x Q8_0), blocks of bsz bytes at xb with the scale d first (fp16; MXFP4: E8M0, one byte)
+ * and the nibbles after it: blocks in pairs, t = (d1 * fp32(y1.d)) * float(isum1) rounded, then
+ * t = fma(d0 * fp32(y0.d), float(isum0), t) (the compiler fused the first product of ggml's a*b + c*d),
+ * sum = sum + t; an odd last block: sum = fma(fp32(y.d) * d, float(isum), sum). */
+static inline float NEON_FN(dot_table32_)(int64_t nb, const uint8_t *xb, size_t bsz, const bd_block_q8_0 *y,
+                                          const int8_t *table, int e8m0) {
+    const int8x16_t values = vld1q_s8(table);
+    const size_t qs = e8m0 ? 1 : 2;
     float sum = 0;
     int64_t b = 0;
-    for (; b + 1 < nb; b += 2) {
-        const int32_t i0 = NEON_FN(iq4_sum32_)(x[b].qs, y[b].qs), i1 = NEON_FN(iq4_sum32_)(x[b + 1].qs, y[b + 1].qs);
-        float t = neon_h2f(x[b + 1].d) * neon_h2f(y[b + 1].d) * (float)i1;
-        t = fmaf(neon_h2f(x[b].d) * neon_h2f(y[b].d), (float)i0, t);
+    for (; b + 1 < nb; b += 2, xb += 2 * bsz) {
+        const float d0 = e8m0 ? bd_e8m0_to_fp32_half(xb[0]) : neon_ld_h2f(xb);
+        const float d1 = e8m0 ? bd_e8m0_to_fp32_half(xb[bsz]) : neon_ld_h2f(xb + bsz);
+        const int32_t i0 = NEON_FN(table_sum32_)(values, xb + qs, y[b].qs);
+        const int32_t i1 = NEON_FN(table_sum32_)(values, xb + bsz + qs, y[b + 1].qs);
+        float t = d1 * neon_h2f(y[b + 1].d) * (float)i1;
+        t = fmaf(d0 * neon_h2f(y[b].d), (float)i0, t);
         sum = sum + t;
     }
-    for (; b < nb; b++)
-        sum = fmaf(neon_h2f(y[b].d) * neon_h2f(x[b].d), (float)NEON_FN(iq4_sum32_)(x[b].qs, y[b].qs), sum);
-    *s = sum;
+    if (b < nb) {
+        const float d = e8m0 ? bd_e8m0_to_fp32_half(xb[0]) : neon_ld_h2f(xb);
+        sum = fmaf(neon_h2f(y[b].d) * d, (float)NEON_FN(table_sum32_)(values, xb + qs, y[b].qs), sum);
+    }
+    return sum;
+}
+
+static void NEON_FN(dot_iq4_nl_q8_0_)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = NEON_FN(dot_table32_)(n / BD_QK32, vx, sizeof(bd_block_iq4_nl), vy, bd_kvalues_iq4nl, 0);
+}
+
+static void NEON_FN(dot_mxfp4_q8_0_)(int64_t n, float *s, const void *vx, const void *vy) {
+    *s = NEON_FN(dot_table32_)(n / BD_QK32, vx, sizeof(bd_block_mxfp4), vy, bd_kvalues_mxfp4, 1);
 }
 
 /* IQ4_XS (x Q8_K): isum = sum over sub-blocks j of (ls_j - 32) * (its 32 kvalue * y); per block
@@ -254,92 +432,15 @@ static void NEON_FN(dot_iq4_nl_q8_0_)(int64_t n, float *s, const void *vx, const
 static void NEON_FN(dot_iq4_xs_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
     const bd_block_iq4_xs *x = vx;
     const bd_block_q8_K *y = vy;
+    const int8x16_t values = vld1q_s8(bd_kvalues_iq4nl);
     float sum = 0;
     for (int64_t b = 0; b < n / BD_QK_K; b++) {
         int32_t isum = 0;
         for (int j = 0; j < 8; j++)
-            isum += bd_iq4_xs_scale(&x[b], j) * NEON_FN(iq4_sum32_)(x[b].qs + 16 * j, y[b].qs + 32 * j);
+            isum += bd_iq4_xs_scale(&x[b], j) * NEON_FN(table_sum32_)(values, x[b].qs + 16 * j, y[b].qs + 32 * j);
         sum = fmaf(neon_h2f(x[b].d) * y[b].d, (float)isum, sum);
     }
     *s = sum;
-}
-
-/* ---- decode gemv (gemv.h): Q8_0 and Q4_0, 4 rows at once ---- */
-
-/* The int32 lanes of one 32-element block of row bytes qs (Q8_0 levels, or Q4_0 nibbles minus 8) against the
- * activation halves y0, y1, grouped as vec_dot groups them. */
-static inline int32x4_t NEON_FN(blk32_)(const uint8_t *qs, int8x16_t y0, int8x16_t y1, int q4) {
-    if (q4) {
-        const uint8x16_t v = vld1q_u8(qs);
-        const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), vdupq_n_s8(8));
-        const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8));
-        return NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), lo, y0), hi, y1);
-    }
-    const int8_t *q = (const int8_t *)qs;
-    return vaddq_s32(NEON_DOT4(vdupq_n_s32(0), vld1q_s8(q), y0), NEON_DOT4(vdupq_n_s32(0), vld1q_s8(q + 16), y1));
-}
-
-/* R (<= 4) rows rp against y: per row exactly vec_dot's even and odd chains and its tail; the activation
- * blocks are loaded once for the R rows, and pf_len bytes at pf (the next rows) prefetched along the way. */
-static inline void NEON_FN(b32_rows_)(int64_t nb, size_t bsz, const uint8_t *const *rp, const bd_block_q8_0 *y,
-                                      float *out, const int R, const int q4, const uint8_t *pf, size_t pf_len) {
-    float32x4_t a0[4], a1[4];
-    for (int r = 0; r < R; r++) a0[r] = a1[r] = vdupq_n_f32(0);
-    int64_t b = 0;
-    const size_t pf_step = nb > 1 ? (pf_len + (size_t)nb / 2 - 1) / ((size_t)nb / 2) : pf_len;
-    for (size_t o = 0; b + 1 < nb; b += 2, o += pf_step) {
-        if (pf)
-            for (size_t p = o & ~(size_t)63; p < o + pf_step && p < pf_len; p += 64) __builtin_prefetch(pf + p, 0, 2);
-        const int8x16_t y00 = vld1q_s8(y[b].qs), y01 = vld1q_s8(y[b].qs + 16);
-        const int8x16_t y10 = vld1q_s8(y[b + 1].qs), y11 = vld1q_s8(y[b + 1].qs + 16);
-        const float yd0 = neon_h2f(y[b].d), yd1 = neon_h2f(y[b + 1].d);
-        for (int r = 0; r < R; r++) {
-            const uint8_t *x0 = rp[r] + (size_t)b * bsz, *x1 = x0 + bsz;
-            uint16_t h0, h1;
-            memcpy(&h0, x0, 2);
-            memcpy(&h1, x1, 2);
-            const int32x4_t p0 = NEON_FN(blk32_)(x0 + 2, y00, y01, q4), p1 = NEON_FN(blk32_)(x1 + 2, y10, y11, q4);
-            a0[r] = vfmaq_n_f32(a0[r], vcvtq_f32_s32(p0), neon_h2f(h0) * yd0);
-            a1[r] = vfmaq_n_f32(a1[r], vcvtq_f32_s32(p1), neon_h2f(h1) * yd1);
-        }
-    }
-    for (int r = 0; r < R; r++) {
-        float sum = neon_hadd4(a0[r]) + neon_hadd4(a1[r]);
-        if (b < nb) { /* vec_dot's scalar last block */
-            const uint8_t *x = rp[r] + (size_t)b * bsz;
-            uint16_t h;
-            memcpy(&h, x, 2);
-            const int32_t isum = vaddvq_s32(NEON_FN(blk32_)(x + 2, vld1q_s8(y[b].qs), vld1q_s8(y[b].qs + 16), q4));
-            sum = q4 ? fmaf((float)isum * neon_h2f(h), neon_h2f(y[b].d), sum)
-                     : fmaf((float)isum, neon_h2f(h) * neon_h2f(y[b].d), sum);
-        }
-        out[r] = sum;
-    }
-}
-
-static inline void NEON_FN(gemv_b32_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows,
-                                      const void *xq, size_t bsz, int q4) {
-    const int64_t nb = n / BD_QK8_0;
-    const uint8_t *W = w;
-    int64_t r = 0;
-    for (size_t o = 0; o < (size_t)(nrows < 4 ? nrows : 4) * wrow; o += 64) __builtin_prefetch(W + o, 0, 2);
-    for (; r + 4 <= nrows; r += 4) {
-        const uint8_t *rp[4] = {W + (size_t)r * wrow, W + (size_t)(r + 1) * wrow, W + (size_t)(r + 2) * wrow,
-                                W + (size_t)(r + 3) * wrow};
-        NEON_FN(b32_rows_)(nb, bsz, rp, xq, s + r, 4, q4, r + 8 <= nrows ? W + (size_t)(r + 4) * wrow : NULL,
-                           4 * wrow);
-    }
-    for (; r < nrows; r++) {
-        const uint8_t *rp[1] = {W + (size_t)r * wrow};
-        NEON_FN(b32_rows_)(nb, bsz, rp, xq, s + r, 1, q4, NULL, 0);
-    }
-}
-
-static void NEON_FN(gemv_q8_0_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
-    NEON_FN(gemv_b32_)(n, s, w, wrow, nrows, xq, sizeof(bd_block_q8_0), 0);
-}
-static void NEON_FN(gemv_q4_0_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
-    NEON_FN(gemv_b32_)(n, s, w, wrow, nrows, xq, sizeof(bd_block_q4_0), 1);
 }
 
 /* The K-quants: vec_dot row by row (its bits by construction), the rows 2 KiB ahead prefetched first (the
@@ -364,17 +465,35 @@ static void NEON_FN(gemv_q6_K_)(int64_t n, float *s, const void *w, size_t wrow,
     NEON_FN(gemv_rows_)(NEON_FN(dot_q6_K_q8_K_), n, s, w, wrow, nrows, xq);
 }
 
+static void NEON_FN(gemv_q2_K_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
+    NEON_FN(gemv_rows_)(NEON_FN(dot_q2_K_q8_K_), n, s, w, wrow, nrows, xq);
+}
+static void NEON_FN(gemv_q3_K_)(int64_t n, float *s, const void *w, size_t wrow, int64_t nrows, const void *xq) {
+    NEON_FN(gemv_rows_)(NEON_FN(dot_q3_K_q8_K_), n, s, w, wrow, nrows, xq);
+}
+
 /* Registers this level's kernels (each file's fill calls it). */
 static void NEON_FN(fill_q_)(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q8_0].vec_dot = NEON_FN(dot_q8_0_q8_0_);
     t[BD_TYPE_Q4_0].vec_dot = NEON_FN(dot_q4_0_q8_0_);
+    t[BD_TYPE_Q5_0].vec_dot = NEON_FN(dot_q5_0_q8_0_);
+    t[BD_TYPE_Q4_1].vec_dot = NEON_FN(dot_q4_1_q8_1_);
+    t[BD_TYPE_Q5_1].vec_dot = NEON_FN(dot_q5_1_q8_1_);
+    t[BD_TYPE_Q2_K].vec_dot = NEON_FN(dot_q2_K_q8_K_);
+    t[BD_TYPE_Q3_K].vec_dot = NEON_FN(dot_q3_K_q8_K_);
     t[BD_TYPE_Q4_K].vec_dot = NEON_FN(dot_q4_K_q8_K_);
     t[BD_TYPE_Q5_K].vec_dot = NEON_FN(dot_q5_K_q8_K_);
     t[BD_TYPE_Q6_K].vec_dot = NEON_FN(dot_q6_K_q8_K_);
     t[BD_TYPE_IQ4_NL].vec_dot = NEON_FN(dot_iq4_nl_q8_0_);
+    t[BD_TYPE_MXFP4].vec_dot = NEON_FN(dot_mxfp4_q8_0_);
     t[BD_TYPE_IQ4_XS].vec_dot = NEON_FN(dot_iq4_xs_q8_K_);
     t[BD_TYPE_Q8_0].gemv = NEON_FN(gemv_q8_0_);
     t[BD_TYPE_Q4_0].gemv = NEON_FN(gemv_q4_0_);
+    t[BD_TYPE_Q5_0].gemv = NEON_FN(gemv_q5_0_);
+    t[BD_TYPE_Q4_1].gemv = NEON_FN(gemv_q4_1_);
+    t[BD_TYPE_Q5_1].gemv = NEON_FN(gemv_q5_1_);
+    t[BD_TYPE_Q2_K].gemv = NEON_FN(gemv_q2_K_);
+    t[BD_TYPE_Q3_K].gemv = NEON_FN(gemv_q3_K_);
     t[BD_TYPE_Q4_K].gemv = NEON_FN(gemv_q4_K_);
     t[BD_TYPE_Q5_K].gemv = NEON_FN(gemv_q5_K_);
     t[BD_TYPE_Q6_K].gemv = NEON_FN(gemv_q6_K_);
