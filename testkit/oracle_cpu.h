@@ -94,9 +94,9 @@ static inline int oracle_level_width(int level) {
 }
 
 /* aarch64: braid's neon level follows ggml's armv8.0_1 build, its dotprod level the armv8.2_2 build, in the
- * kernels dot_neon.c / dot_neon_dot.c / dot_neon_q.h have: the dot products of every weight type but F16 and
- * BF16 (and the Q8_0 / Q8_1 activation bytes), and the other kernels (oracle_arm_exact_ops). Returns the paired
- * variant's name for a level, or NULL. */
+ * kernels dot_neon.c / dot_neon_dot.c / dot_neon_q.h have: the dot products of every weight type (and the Q8_0
+ * / Q8_1 activation bytes), and the other kernels (oracle_arm_exact_ops). Returns the paired variant's name for a
+ * level, or NULL. */
 static inline const char *oracle_arm_variant(int level) {
 #if defined(__aarch64__)
     return level == BD_SIMD_NEON ? "armv8.0_1" : level == BD_SIMD_NEON_DOT ? "armv8.2_2" : NULL;
@@ -107,9 +107,9 @@ static inline const char *oracle_arm_variant(int level) {
 }
 /* The weight types whose vec_dot the NEON levels claim bit-identical to their paired build's, as printed by
  * oracle_pair_get. */
-#define ORACLE_ARM_EXACT_TYPES "f32, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_K..q6_K, iq4_xs"
+#define ORACLE_ARM_EXACT_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4, q2_K..q6_K, iq4_xs"
 static inline int oracle_arm_exact_dot(int level, const char *v, uint32_t type) {
-    static const uint32_t exact[] = {BD_TYPE_F32,  BD_TYPE_Q8_0,  BD_TYPE_Q4_0,
+    static const uint32_t exact[] = {BD_TYPE_F32,  BD_TYPE_F16,  BD_TYPE_BF16,   BD_TYPE_Q8_0,  BD_TYPE_Q4_0,
                                      BD_TYPE_Q4_1, BD_TYPE_Q5_0, BD_TYPE_Q5_1,   BD_TYPE_IQ4_NL, BD_TYPE_MXFP4,
                                      BD_TYPE_Q2_K, BD_TYPE_Q3_K, BD_TYPE_Q4_K,   BD_TYPE_Q5_K,  BD_TYPE_Q6_K,
                                      BD_TYPE_IQ4_XS};

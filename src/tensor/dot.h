@@ -44,9 +44,9 @@
  *     differently); within 1e-5.
  * Integer lane sums are exact, so only which elements land in which lane matters, not how they are summed.
  * On aarch64 the portable code keeps these (AVX-512) orders, while the neon and dotprod levels follow ggml's
- * armv8.0_1 and armv8.2_2 builds for the types they have (F32, Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL,
- * MXFP4, Q2_K..Q6_K, IQ4_XS: dot_neon.c, dot_neon_q.h have the orders), and the Q8_0 / Q8_1 activation bytes are
- * ggml's NEON converter's.
+ * armv8.0_1 and armv8.2_2 builds in every weight type's dot product (dot_neon.c, dot_neon_dot.c, dot_neon_q.h
+ * have the orders; F16 at dotprod sums in half precision, as that build does), and the Q8_0 / Q8_1 activation
+ * bytes are ggml's NEON converter's.
  *
  * Rows: n is a multiple of the weight type's block size (and so of vec_dot_type's: 32 for Q8_0, 256 for
  * Q8_K); rows need only their C types' natural alignment (4 bytes for F32 and Q8_K, 2 for the others: what

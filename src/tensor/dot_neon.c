@@ -1,11 +1,10 @@
-/* dot_neon.c — the plain NEON level on aarch64 (Advanced SIMD, in every aarch64 CPU): dot products (F32, Q8_0,
- * Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K..Q6_K, IQ4_XS), decode gemv kernels and the Q8_0 activation
- * converter, in the float orders of ggml's armv8.0 build (libggml-cpu-armv8.0_1.so), which llama.cpp loads on CPUs
- * without dotprod (Cortex-A53/A72: Raspberry Pi 3/4). conformance_dot checks them bit for bit against that build
- * (BRAID_SIMD=neon BRAID_GGML_CPU=armv8.0_1).
+/* dot_neon.c — the plain NEON level on aarch64 (Advanced SIMD, in every aarch64 CPU): the dot products of every
+ * weight type, decode gemv kernels and the Q8_0 activation converter, in the float orders of ggml's armv8.0
+ * build (libggml-cpu-armv8.0_1.so), which llama.cpp loads on CPUs without dotprod (Cortex-A53/A72: Raspberry
+ * Pi 3/4). conformance_dot checks them bit for bit against that build (BRAID_SIMD=neon BRAID_GGML_CPU=armv8.0_1).
  *
- * F32 and the Q8_0 converter are the same in every non-SVE arm64 build of ggml, so the dotprod level keeps
- * them; the block dots come from dot_neon_q.h with this build's lane grouping. */
+ * F32, BF16 and the Q8_0 converter are the same in every non-SVE arm64 build of ggml, so the dotprod level keeps
+ * them (it has its own F16); the block dots come from dot_neon_q.h with this build's lane grouping. */
 #include <arm_neon.h>
 #include <math.h>
 
@@ -41,6 +40,37 @@ static void dot_f32_neon(int64_t n, float *s, const void *vx, const void *vy) {
     *s = bd_dot_f32_tail(sum, x, y, np, n, 7);
 }
 
+/* F16: ggml's armv8.0 build widens the halves to float (it has no FP16 arithmetic): F32's 4 chains of 4 lanes
+ * over np = n & ~15 and its reduction, then neon_f16_tail (the products in double). */
+static void dot_f16_neon(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    const int64_t np = n & ~(int64_t)15;
+    float32x4_t c[4] = {vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0), vdupq_n_f32(0)};
+    for (int64_t i = 0; i < np; i += 16)
+        for (int k = 0; k < 4; k++)
+            c[k] = vfmaq_f32(c[k], vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(x + i + 4 * k))),
+                             vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(y + i + 4 * k))));
+    const float head = vaddvq_f32(vaddq_f32(vaddq_f32(c[0], c[2]), vaddq_f32(c[1], c[3])));
+    *s = np == n ? head : neon_f16_tail(head, x, y, np, n);
+}
+
+/* BF16: no arm64 build of ggml below armv8.6 has a vector path; its plain loop rounds each product to float
+ * (exact, but for overflow and underflow) and adds them in double, in order, rounded to float once. The
+ * products are made four at a time here; the sum stays the sequential one. */
+static void dot_bf16_neon(int64_t n, float *s, const void *vx, const void *vy) {
+    const uint16_t *x = vx, *y = vy;
+    double sum = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        float p[4];
+        vst1q_f32(p, vmulq_f32(vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(x + i), 16)),
+                               vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(y + i), 16))));
+        sum = (((sum + p[0]) + p[1]) + p[2]) + p[3];
+    }
+    for (; i < n; i++) sum += (double)(bd_bf16_to_fp32(x[i]) * bd_bf16_to_fp32(y[i]));
+    *s = (float)sum;
+}
+
 /* Q8_0 activations, the bytes of dot_scalar.c's aarch64 converter (ggml's NEON quantize_row_q8_0): d = amax /
  * 127, x * (1 / d) rounded to nearest even (FCVTNS), the int32's low byte. */
 static void quantize_q8_0_neon(const float *x, void *dst, int64_t k) {
@@ -64,6 +94,8 @@ static void quantize_q8_0_neon(const float *x, void *dst, int64_t k) {
 
 void bd_dot_fill_neon(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_F32].vec_dot = dot_f32_neon;
+    t[BD_TYPE_F16].vec_dot = dot_f16_neon;
+    t[BD_TYPE_BF16].vec_dot = dot_bf16_neon;
     fill_q_neon(t);
     for (int ty = 0; ty < BD_TYPE_COUNT; ty++)
         if (t[ty].from_float && t[ty].vec_dot_type == BD_TYPE_Q8_0) t[ty].from_float = quantize_q8_0_neon;

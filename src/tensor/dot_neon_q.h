@@ -1,4 +1,5 @@
-/* dot_neon_q.h — the NEON dot products of the block types, written once for both aarch64 levels.
+/* dot_neon_q.h — the NEON dot products of the block types (and the F16 tail), written once for both aarch64
+ * levels.
  *
  * Included by dot_neon.c (plain Advanced SIMD) and dot_neon_dot.c (with the dotprod extension) after each has
  * defined NEON_DOT4(acc, a, b): acc plus the products of the int8 vectors a and b, summed four at a time into
@@ -40,6 +41,14 @@ static inline float neon_ld_h2f(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, sizeof h);
     return neon_h2f(h);
+}
+
+/* The tail of ggml's F16 vec_dot at both levels: head (the vector part) plus x[i] * y[i] for i in [i0, n), each
+ * product in float (exact for two halves), the sums in double, rounded to float once. */
+static inline float neon_f16_tail(float head, const uint16_t *x, const uint16_t *y, int64_t i0, int64_t n) {
+    double sum = head;
+    for (int64_t i = i0; i < n; i++) sum += (double)(neon_h2f(x[i]) * neon_h2f(y[i]));
+    return (float)sum;
 }
 
 /* ---- the block-of-32 types against Q8_0 / Q8_1: vec_dot and the decode gemv from one row kernel ---- */

@@ -127,10 +127,12 @@ int main(void) {
                      * avx512 also (the AVX512_BF16 instruction rounds its pair sums differently). The
                      * conformance test (conformance_dot) checks each level against its ggml build. On aarch64 the
                      * NEON levels follow ggml's arm64 builds (two 4-lane chains, per-block sums) while the portable
-                     * code keeps the x86 AVX-512 order: every type within 1e-5 there. */
+                     * code keeps the x86 AVX-512 order: every type within 1e-5 there, but F16 at dotprod, which
+                     * sums in half precision as ggml's armv8.2_2 build does: within 2e-3 (conformance_dot's bound). */
                     const int float_type = type == BD_TYPE_F32 || type == BD_TYPE_F16 || type == BD_TYPE_BF16;
                     if (type == BD_TYPE_BF16 || (float_type && lv == BD_SIMD_AVX2) || BD_HAVE_NEON) {
-                        CHECK(e < 1e-5, "%s n=%lld rep %d: %s %.9g vs scalar %.9g (%g of sum|xy|)", wt->name,
+                        const double lim = BD_HAVE_NEON && type == BD_TYPE_F16 && lv == BD_SIMD_NEON_DOT ? 2e-3 : 1e-5;
+                        CHECK(e < lim, "%s n=%lld rep %d: %s %.9g vs scalar %.9g (%g of sum|xy|)", wt->name,
                               (long long)n, rep, level_names[lv], s, s0, e);
                     } else {
                         CHECK(memcmp(&s, &s0, sizeof s) == 0, "%s n=%lld rep %d: %s %.9g vs scalar %.9g differ",
