@@ -16,7 +16,11 @@
  *     one float per pair of blocks, summs = summs + fma(m0, s0, m1 * s1), added last: (even + odd) + summs;
  *     Q5_1 keeps one float per chain, summs_c = fma(m_c, s_c, summs_c), and ends ((even + odd) + summs_0) +
  *     summs_1. An odd last block is added after that as a scalar: Q8_0, Q5_0 fma(float(isum), d, sum); Q4_0
- *     fma(float(isum) * fp32(x.d), fp32(y.d), sum); Q4_1, Q5_1 sum + fma(d, float(isum), m * s). */
+ *     fma(float(isum) * fp32(x.d), fp32(y.d), sum); Q4_1, Q5_1 sum + fma(d, float(isum), m * s).
+ *   IQ4_NL, MXFP4 (x Q8_0, table levels; MXFP4's d = 2^(e - 128) from its E8M0 byte): one float; blocks in
+ *     pairs, t = (d1 * fp32(y1.d)) * float(isum1) rounded, then t = fma(d0 * fp32(y0.d), float(isum0), t) (the
+ *     compiler fused the first product of ggml's a*b + c*d), sum = sum + t; an odd last block:
+ *     sum = fma(fp32(y.d) * d, float(isum), sum). */
 #include <arm_neon.h>
 #include <math.h>
 #include <string.h>
@@ -53,13 +57,28 @@ static inline float neon_f16_tail(float head, const uint16_t *x, const uint16_t 
 
 /* ---- the block-of-32 types against Q8_0 / Q8_1: vec_dot and the decode gemv from one row kernel ---- */
 
-/* The block-of-32 weight layouts: each block starts with its fp16 d. */
-enum { NEON_Q8_0, NEON_Q4_0, NEON_Q5_0, NEON_Q4_1, NEON_Q5_1 };
+/* The block-of-32 weight layouts: each block starts with its scale d (fp16; MXFP4: one E8M0 byte). */
+enum { NEON_Q8_0, NEON_Q4_0, NEON_Q5_0, NEON_Q4_1, NEON_Q5_1, NEON_IQ4_NL, NEON_MXFP4 };
 
 static inline size_t neon_b32_size(int kind) {
-    static const size_t size[] = {sizeof(bd_block_q8_0), sizeof(bd_block_q4_0), sizeof(bd_block_q5_0),
-                                  sizeof(bd_block_q4_1), sizeof(bd_block_q5_1)};
+    static const size_t size[] = {sizeof(bd_block_q8_0),  sizeof(bd_block_q4_0),  sizeof(bd_block_q5_0),
+                                  sizeof(bd_block_q4_1),  sizeof(bd_block_q5_1),  sizeof(bd_block_iq4_nl),
+                                  sizeof(bd_block_mxfp4)};
     return size[kind];
+}
+
+/* IQ4_NL and MXFP4: nibbles that index a table of levels; their dots keep one float, not lanes. */
+static inline int neon_b32_is_table(int kind) { return kind == NEON_IQ4_NL || kind == NEON_MXFP4; }
+
+static inline float neon_b32_d(const uint8_t *blk, int kind) {
+    return kind == NEON_MXFP4 ? bd_e8m0_to_fp32_half(blk[0]) : neon_ld_h2f(blk);
+}
+
+/* The levels of 16 bytes of nibble indices into values: low nibbles into *lo, high ones into *hi. */
+static inline void neon_table_levels(int8x16_t values, const uint8_t *qs, int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t v = vld1q_u8(qs);
+    *lo = vqtbl1q_s8(values, vandq_u8(v, vdupq_n_u8(0x0f)));
+    *hi = vqtbl1q_s8(values, vshrq_n_u8(v, 4));
 }
 
 /* Q4_1 and Q5_1 carry a minimum m (fp16, after d) and take Q8_1 activations, whose s (after d) it multiplies. */
@@ -79,8 +98,14 @@ static inline void neon_q5_bits(const uint8_t *qh, uint8x16_t *lo, uint8x16_t *h
 }
 
 /* The 32 int8 levels of the block at blk: elements 0..15 into *lo, 16..31 into *hi (the nibble formats: low
- * nibbles of the 16 bytes, then high nibbles). Q4_0 minus 8, Q5_0 minus 16, Q4_1 and Q5_1 unsigned. */
+ * nibbles of the 16 bytes, then high nibbles). Q4_0 minus 8, Q5_0 minus 16, Q4_1 and Q5_1 unsigned, IQ4_NL and
+ * MXFP4 from their tables. */
 static inline void neon_b32_levels(const uint8_t *blk, int kind, int8x16_t *lo, int8x16_t *hi) {
+    if (neon_b32_is_table(kind)) {
+        const int8_t *values = kind == NEON_MXFP4 ? bd_kvalues_mxfp4 : bd_kvalues_iq4nl;
+        neon_table_levels(vld1q_s8(values), blk + (kind == NEON_MXFP4 ? 1 : 2), lo, hi);
+        return;
+    }
     if (kind == NEON_Q8_0) {
         *lo = vld1q_s8((const int8_t *)blk + 2);
         *hi = vld1q_s8((const int8_t *)blk + 18);
@@ -108,8 +133,9 @@ static inline int32x4_t NEON_FN(blk32_)(const uint8_t *blk, int kind, int8x16_t 
 }
 
 /* R (<= 4) rows rp against the activation row yb: per row exactly vec_dot's even and odd chains, min terms and
- * tail (the order above); the activation blocks are loaded once for the R rows, and pf_len bytes at pf (the
- * next rows) prefetched along the way. With R = 1 and no prefetch this is the vec_dot. */
+ * tail, or the table types' one float (the orders above); the activation blocks are loaded once for the R
+ * rows, and pf_len bytes at pf (the next rows) prefetched along the way. With R = 1 and no prefetch this is the
+ * vec_dot. */
 static inline void NEON_FN(b32_rows_)(int64_t nb, int kind, const uint8_t *const *rp, const uint8_t *yb, float *out,
                                       const int R, const uint8_t *pf, size_t pf_len) {
     const size_t bsz = neon_b32_size(kind);
@@ -130,6 +156,11 @@ static inline void NEON_FN(b32_rows_)(int64_t nb, int kind, const uint8_t *const
         for (int r = 0; r < R; r++) {
             const uint8_t *x0 = rp[r] + (size_t)b * bsz, *x1 = x0 + bsz;
             const int32x4_t p0 = NEON_FN(blk32_)(x0, kind, y00, y01), p1 = NEON_FN(blk32_)(x1, kind, y10, y11);
+            if (neon_b32_is_table(kind)) { /* the sum in m0 */
+                const float t = neon_b32_d(x1, kind) * yd1 * (float)vaddvq_s32(p1);
+                m0[r] = m0[r] + fmaf(neon_b32_d(x0, kind) * yd0, (float)vaddvq_s32(p0), t);
+                continue;
+            }
             a0[r] = vfmaq_n_f32(a0[r], vcvtq_f32_s32(p0), neon_ld_h2f(x0) * yd0);
             a1[r] = vfmaq_n_f32(a1[r], vcvtq_f32_s32(p1), neon_ld_h2f(x1) * yd1);
             if (kind == NEON_Q4_1) {
@@ -142,15 +173,17 @@ static inline void NEON_FN(b32_rows_)(int64_t nb, int kind, const uint8_t *const
         }
     }
     for (int r = 0; r < R; r++) {
-        float sum = neon_hadd4(a0[r]) + neon_hadd4(a1[r]);
+        float sum = neon_b32_is_table(kind) ? m0[r] : neon_hadd4(a0[r]) + neon_hadd4(a1[r]);
         if (kind == NEON_Q4_1) sum = sum + m0[r];
         if (kind == NEON_Q5_1) sum = (sum + m0[r]) + m1[r];
         if (b < nb) { /* vec_dot's scalar last block */
             const uint8_t *x = rp[r] + (size_t)b * bsz, *y = yb + (size_t)b * ysz;
             const int32_t isum = vaddvq_s32(NEON_FN(blk32_)(x, kind, vld1q_s8((const int8_t *)y + yqs),
                                                             vld1q_s8((const int8_t *)y + yqs + 16)));
-            const float xd = neon_ld_h2f(x), yd = neon_ld_h2f(y);
-            if (has_min)
+            const float xd = neon_b32_d(x, kind), yd = neon_ld_h2f(y);
+            if (neon_b32_is_table(kind))
+                sum = fmaf(yd * xd, (float)isum, sum);
+            else if (has_min)
                 sum = sum + fmaf(xd * yd, (float)isum, neon_ld_h2f(x + 2) * neon_ld_h2f(y + 2));
             else
                 sum = kind == NEON_Q4_0 ? fmaf((float)isum * xd, yd, sum) : fmaf((float)isum, xd * yd, sum);
@@ -195,6 +228,8 @@ NEON_B32(q4_0, NEON_Q4_0, q8_0)
 NEON_B32(q5_0, NEON_Q5_0, q8_0)
 NEON_B32(q4_1, NEON_Q4_1, q8_1)
 NEON_B32(q5_1, NEON_Q5_1, q8_1)
+NEON_B32(iq4_nl, NEON_IQ4_NL, q8_0)
+NEON_B32(mxfp4, NEON_MXFP4, q8_0)
 #undef NEON_B32
 
 /* The K-quant dots are exact integers per block until one or two float steps per block, the same in every
@@ -394,48 +429,6 @@ static void NEON_FN(dot_q3_K_q8_K_)(int64_t n, float *s, const void *vx, const v
     *s = sum;
 }
 
-/* The int32 sum over a 32-element table block (16 bytes of nibble indices into values: low ones elements
- * 0..15) against y. */
-static inline int32_t NEON_FN(table_sum32_)(int8x16_t values, const uint8_t *qs, const int8_t *y) {
-    const uint8x16_t v = vld1q_u8(qs);
-    const int8x16_t lo = vqtbl1q_s8(values, vandq_u8(v, vdupq_n_u8(0x0f))), hi = vqtbl1q_s8(values, vshrq_n_u8(v, 4));
-    return vaddvq_s32(NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), lo, vld1q_s8(y)), hi, vld1q_s8(y + 16)));
-}
-
-/* IQ4_NL and MXFP4 (x Q8_0), blocks of bsz bytes at xb with the scale d first (fp16; MXFP4: E8M0, one byte)
- * and the nibbles after it: blocks in pairs, t = (d1 * fp32(y1.d)) * float(isum1) rounded, then
- * t = fma(d0 * fp32(y0.d), float(isum0), t) (the compiler fused the first product of ggml's a*b + c*d),
- * sum = sum + t; an odd last block: sum = fma(fp32(y.d) * d, float(isum), sum). */
-static inline float NEON_FN(dot_table32_)(int64_t nb, const uint8_t *xb, size_t bsz, const bd_block_q8_0 *y,
-                                          const int8_t *table, int e8m0) {
-    const int8x16_t values = vld1q_s8(table);
-    const size_t qs = e8m0 ? 1 : 2;
-    float sum = 0;
-    int64_t b = 0;
-    for (; b + 1 < nb; b += 2, xb += 2 * bsz) {
-        const float d0 = e8m0 ? bd_e8m0_to_fp32_half(xb[0]) : neon_ld_h2f(xb);
-        const float d1 = e8m0 ? bd_e8m0_to_fp32_half(xb[bsz]) : neon_ld_h2f(xb + bsz);
-        const int32_t i0 = NEON_FN(table_sum32_)(values, xb + qs, y[b].qs);
-        const int32_t i1 = NEON_FN(table_sum32_)(values, xb + bsz + qs, y[b + 1].qs);
-        float t = d1 * neon_h2f(y[b + 1].d) * (float)i1;
-        t = fmaf(d0 * neon_h2f(y[b].d), (float)i0, t);
-        sum = sum + t;
-    }
-    if (b < nb) {
-        const float d = e8m0 ? bd_e8m0_to_fp32_half(xb[0]) : neon_ld_h2f(xb);
-        sum = fmaf(neon_h2f(y[b].d) * d, (float)NEON_FN(table_sum32_)(values, xb + qs, y[b].qs), sum);
-    }
-    return sum;
-}
-
-static void NEON_FN(dot_iq4_nl_q8_0_)(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = NEON_FN(dot_table32_)(n / BD_QK32, vx, sizeof(bd_block_iq4_nl), vy, bd_kvalues_iq4nl, 0);
-}
-
-static void NEON_FN(dot_mxfp4_q8_0_)(int64_t n, float *s, const void *vx, const void *vy) {
-    *s = NEON_FN(dot_table32_)(n / BD_QK32, vx, sizeof(bd_block_mxfp4), vy, bd_kvalues_mxfp4, 1);
-}
-
 /* IQ4_XS (x Q8_K): isum = sum over sub-blocks j of (ls_j - 32) * (its 32 kvalue * y); per block
  * sum = fma(fp32(x.d) * y.d, float(isum), sum). */
 static void NEON_FN(dot_iq4_xs_q8_K_)(int64_t n, float *s, const void *vx, const void *vy) {
@@ -445,8 +438,12 @@ static void NEON_FN(dot_iq4_xs_q8_K_)(int64_t n, float *s, const void *vx, const
     float sum = 0;
     for (int64_t b = 0; b < n / BD_QK_K; b++) {
         int32_t isum = 0;
-        for (int j = 0; j < 8; j++)
-            isum += bd_iq4_xs_scale(&x[b], j) * NEON_FN(table_sum32_)(values, x[b].qs + 16 * j, y[b].qs + 32 * j);
+        for (int j = 0; j < 8; j++) {
+            const int8_t *q8 = y[b].qs + 32 * j;
+            int8x16_t lo, hi;
+            neon_table_levels(values, x[b].qs + 16 * j, &lo, &hi);
+            isum += bd_iq4_xs_scale(&x[b], j) * neon_sum32(lo, vld1q_s8(q8), hi, vld1q_s8(q8 + 16));
+        }
         sum = fmaf(neon_h2f(x[b].d) * y[b].d, (float)isum, sum);
     }
     *s = sum;
@@ -501,6 +498,8 @@ static void NEON_FN(fill_q_)(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q5_0].gemv = NEON_FN(gemv_q5_0_);
     t[BD_TYPE_Q4_1].gemv = NEON_FN(gemv_q4_1_);
     t[BD_TYPE_Q5_1].gemv = NEON_FN(gemv_q5_1_);
+    t[BD_TYPE_IQ4_NL].gemv = NEON_FN(gemv_iq4_nl_);
+    t[BD_TYPE_MXFP4].gemv = NEON_FN(gemv_mxfp4_);
     t[BD_TYPE_Q2_K].gemv = NEON_FN(gemv_q2_K_);
     t[BD_TYPE_Q3_K].gemv = NEON_FN(gemv_q3_K_);
     t[BD_TYPE_Q4_K].gemv = NEON_FN(gemv_q4_K_);
