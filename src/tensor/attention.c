@@ -92,13 +92,14 @@ BD_TARGET_AVX2 static void axpy_f16_256_grp(float *o, const float *p, const uint
  * ggml pads each query's row of cells to a multiple of 256 with masked (-inf) cells; in the single-sequence
  * case braid's list index of a cell is its row position there, so the order below is ggml's. With W the
  * vector width of the ggml build (16 lanes in the AVX-512 builds, paired with braid's avx512 level and the
- * portable code; 8 in the AVX2 builds, paired with the avx2 level):
+ * portable code; 8 in the AVX2 builds, paired with the avx2 level; 4 in the arm64 builds, the NEON levels):
  *   scores: vec_dot_f32(q, k) (dot.h's F32 order of that level) times scale;
  *   softmax: every element with the vector expf, summed per W in float (the width's tree), each in double;
  *   p·V: per output element, lanes over the cells: cell i goes to accumulator i % K, fused, then combined
  *   as ggml combines them. K = W for a batch of several tokens (llamafile's tinyBLAS: one W-lane chain, then
  *   hsum's tree) and K = 4W for a single token (vec_dot_f32: 4 chains of W lanes, chain (i / W) % 4, combined
- *   (c0 + c2) + (c1 + c3), then vec_dot's tree: halving for 16 lanes; lo + hi then two pairwise adds for 8). */
+ *   (c0 + c2) + (c1 + c3), then vec_dot's tree: halving for 16 lanes; lo + hi then two pairwise adds for 8;
+ *   (l0 + l1) + (l2 + l3) for 4, where tinyBLAS starts at 4 tokens: below that, vec_dot's K = 4W). */
 
 static float exp_sum16(float *y, int m) { /* y[0..m) = exp in place; the padded 16-lane tree sum */
     float v[16] = {0}, w[8], u[4];
@@ -108,14 +109,21 @@ static float exp_sum16(float *y, int m) { /* y[0..m) = exp in place; the padded 
     return (u[0] + u[2]) + (u[1] + u[3]);
 }
 
-static void softmax_pad_c(float *y, int64_t n) {
+static float exp_sum4(float *y, int m) { /* the same for 4 lanes (arm64: vaddvq's (a0 + a1) + (a2 + a3)) */
+    float v[4] = {0};
+    for (int l = 0; l < m; l++) v[l] = y[l] = bd_exp_ggml(y[l]);
+    return (v[0] + v[1]) + (v[2] + v[3]);
+}
+
+static void softmax_pad_c(float *y, int64_t n, int W) {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++) max = y[i] > max ? y[i] : max;
+    const int step = W == 4 ? 4 : 16;
     double sum = 0;
-    for (int64_t i = 0; i < n; i += 16) {
-        const int m = n - i < 16 ? (int)(n - i) : 16;
+    for (int64_t i = 0; i < n; i += step) {
+        const int m = n - i < step ? (int)(n - i) : step;
         for (int l = 0; l < m; l++) y[i + l] -= max;
-        sum += (double)exp_sum16(y + i, m);
+        sum += (double)(step == 4 ? exp_sum4(y + i, m) : exp_sum16(y + i, m));
     }
     const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) y[i] *= inv;
@@ -138,6 +146,8 @@ static void pv_c(float *o, const float *p, const char *vbase, const int32_t *cel
             for (int l = 0; l < 8; l++) w[l] = x[l] + x[l + 8];
             for (int l = 0; l < 4; l++) u[l] = w[l] + w[l + 4];
             o[d] = (u[0] + u[2]) + (u[1] + u[3]);
+        } else if (W == 4) {
+            o[d] = (x[0] + x[1]) + (x[2] + x[3]);
         } else {
             for (int l = 0; l < 4; l++) u[l] = x[l] + x[l + 4];
             o[d] = K == 4 * W ? (u[0] + u[1]) + (u[2] + u[3]) : (u[0] + u[2]) + (u[1] + u[3]);
@@ -313,8 +323,12 @@ static void attn_task(void *p, int ith, int nth) {
                     sc[(int64_t)g * j->max_vis + i] = d * a->scale;
                 }
             }
+#if BD_HAVE_NEON /* arm64: 4 lanes; ggml's NEON tinyBLAS takes F32 products from 4 tokens */
+            const int W = bd_simd() == BD_SIMD_SCALAR ? 16 : 4, K = j->T < (W == 4 ? 4 : 2) ? 4 * W : W;
+#else
             const int W = bd_simd() == BD_SIMD_AVX2 ? 8 : 16; /* the paired ggml build's vector width */
             const int K = j->T == 1 ? 4 * W : W;
+#endif
             for (int g = 0; g < grp; g++) {
                 float *pg = sc + (int64_t)g * j->max_vis;
 #if BD_HAVE_X86
@@ -330,7 +344,7 @@ static void attn_task(void *p, int ith, int nth) {
                     continue;
                 }
 #endif
-                softmax_pad_c(pg, n);
+                softmax_pad_c(pg, n, W);
                 pv_c(o0 + g * hd, pg, vbase, cells, n, a->v_cell_bytes, hd, K, W);
             }
             continue;
