@@ -65,10 +65,9 @@ void bd_dot_fill_level(bd_dot_traits t[BD_TYPE_COUNT], int level) {
     if (level >= BD_SIMD_AVX2) fill_one(t, avx2, (int)(sizeof avx2 / sizeof avx2[0]));
     if (level >= BD_SIMD_AVX512) fill_one(t, avx512, (int)(sizeof avx512 / sizeof avx512[0]));
 #elif BD_HAVE_NEON /* dot_neon.c and dot_neon_dot.c are built on aarch64 only */
-    static void (*const neon[])(bd_dot_traits *) = {bd_dot_fill_neon};
-    static void (*const neon_dot[])(bd_dot_traits *) = {bd_dot_fill_neon_dot, bd_gemm_fill_neon_dot,
-                                                        bd_gemmk_fill_neon_dot};
-    if (level >= BD_SIMD_NEON) fill_one(t, neon, 1);
+    static void (*const neon[])(bd_dot_traits *) = {bd_dot_fill_neon, bd_gemm_fill_neon};
+    static void (*const neon_dot[])(bd_dot_traits *) = {bd_dot_fill_neon_dot, bd_gemm_fill_neon_dot};
+    if (level >= BD_SIMD_NEON) fill_one(t, neon, (int)(sizeof neon / sizeof neon[0]));
     if (level >= BD_SIMD_NEON_DOT) fill_one(t, neon_dot, (int)(sizeof neon_dot / sizeof neon_dot[0]));
 #else
     (void)level;

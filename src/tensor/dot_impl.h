@@ -39,8 +39,9 @@ void bd_gemm_b32_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]); /* gemm_b32.c:
  * level's (its armv8.2_2 build's). */
 void bd_dot_fill_neon(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_dot_fill_neon_dot(bd_dot_traits table[BD_TYPE_COUNT]);
-void bd_gemm_fill_neon_dot(bd_dot_traits table[BD_TYPE_COUNT]);  /* gemm_neon_dot.c: Q8_0, Q4_0 prompts */
-void bd_gemmk_fill_neon_dot(bd_dot_traits table[BD_TYPE_COUNT]); /* gemm_neon_k.c: Q4_K, Q5_K, Q6_K prompts */
+/* The prompt GEMMs of Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_XS at each level (gemm_neon.c, gemm_neon_dot.c). */
+void bd_gemm_fill_neon(bd_dot_traits table[BD_TYPE_COUNT]);
+void bd_gemm_fill_neon_dot(bd_dot_traits table[BD_TYPE_COUNT]);
 
 /* Levels are simd.h's BD_SIMD_SCALAR..BD_SIMD_AVX512, each needing the CPU features of the one below and more;
  * the dispatcher and the tests that compare levels share these so that they agree on what a CPU supports. */

@@ -9,16 +9,10 @@
 #include <math.h>
 
 #include "tensor/dot_impl.h"
+#include "tensor/neon_dot4.h"
 #include "tensor/quant.h"
 
-/* ggml's armv8.0 stand-in for SDOT: SMULL of each 8-byte half, pairwise widening adds (SADDLP), the two
- * halves' pairs added lane by lane; lane k = a[2k]b[2k] + a[2k+1]b[2k+1] + a[8+2k]b[8+2k] + a[9+2k]b[9+2k]. */
-static inline int32x4_t dot4_pairs(int32x4_t acc, int8x16_t a, int8x16_t b) {
-    const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
-    const int16x8_t hi = vmull_s8(vget_high_s8(a), vget_high_s8(b));
-    return vaddq_s32(acc, vaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi)));
-}
-#define NEON_DOT4 dot4_pairs
+#define NEON_DOT4 bd_neon_dot4_pairs /* ggml's armv8.0 stand-in for SDOT */
 #define NEON_SUFFIX neon
 #include "tensor/dot_neon_q.h"
 

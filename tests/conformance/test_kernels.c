@@ -298,7 +298,9 @@ static void test_scan(void) {
 /* aarch64: the products braid claims bit-identical to its paired arm64 build (oracle_cpu.h). F32: the NEON
  * vec_dot below 4 tokens, the tinyBLAS<4> tiles from 4 (matmul.c). F16 at the neon level (armv8.0_1): one
  * token (vec_dot), and from 16 tokens the tiles on the F32 activations as ggml's tinyBLAS takes them (2..15
- * tokens: braid's vec_dot where ggml tiles). The quantized types with NEON dots, where ggml runs its vec_dot
+ * tokens: braid's vec_dot where ggml tiles); at the dotprod level (armv8.2_2, half-precision sums) below 8
+ * tokens, where ggml's FP16 tinyBLAS starts. BF16 (vec_dot at every size in ggml's arm64 builds) below 16
+ * tokens, where braid's dequantized tiles start. The quantized types with NEON dots, where ggml runs its vec_dot
  * too: not Q8_0 / Q4_0 of 2 tokens or more at the dotprod level, which the armv8.2 builds tile (llamafile's
  * tinyBLAS_Q0_ARM: one chain per output, the vec_dot has two). braid keeps the vec_dot's order at every
  * batch size there (gemm_neon_dot.c says why). */
@@ -307,7 +309,8 @@ static int arm_mul_mat_exact(uint32_t ty, int64_t T) {
     const char *want = oracle_arm_variant(lv);
     if (!want || strcmp(want, variant)) return 0;
     if (ty == BD_TYPE_F32) return 1;
-    if (ty == BD_TYPE_F16) return lv == BD_SIMD_NEON && (T == 1 || T >= 16);
+    if (ty == BD_TYPE_F16) return lv == BD_SIMD_NEON ? T == 1 || T >= 16 : T < 8;
+    if (ty == BD_TYPE_BF16) return T < 16;
     if ((ty == BD_TYPE_Q8_0 || ty == BD_TYPE_Q4_0) && lv == BD_SIMD_NEON_DOT && T >= 2) return 0;
     return oracle_arm_exact_dot(lv, variant, ty);
 }

@@ -1,6 +1,7 @@
-/* gemm_neon_k.c — the prompt GEMM of Q4_K, Q5_K, Q6_K and IQ4_XS weights (x Q8_K activations) at the aarch64
- * dotprod level (gemm_q.h's interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and
- * token.
+/* gemm_neon_k.h — the prompt GEMM of Q4_K, Q5_K, Q6_K and IQ4_XS weights (x Q8_K activations) on aarch64
+ * (gemm_q.h's interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and token.
+ * Written once for both levels: the includer defines NEON_DOT4 (SDOT or the armv8.0 stand-in; the lanes are
+ * reduced whole here, so their grouping does not matter).
  *
  * Those vec_dots are exact integers per super-block until one or two float steps (dot_neon_q.h lists them):
  * isum = sum over groups of the group's scale times its level x activation products, imin = sum over groups
@@ -8,12 +9,15 @@
  * integers are the same however they are grouped, so a tile forms them its own way: each row's levels
  * unpacked once per block of rows into bytes in element order (the vec_dot unpacks them again for every token;
  * IQ4_XS: its table's signed levels), 16 scales per super-block (32-element scales twice), then per 16 or 32
- * elements and output one or two SDOTs and one multiply-accumulate by the scale into int32 lanes, reduced once
+ * elements and output one or two NEON_DOT4s and one multiply-accumulate by the scale into int32 lanes, reduced once
  * per super-block. Then each output takes its type's float steps exactly as the vec_dot does.
  *
  * Layouts (built per call): packed activations are the Q8_K rows themselves (d, levels, bsums), token after
  * token. Prepared rows (per thread, on the stack): per super-block a k_rec. A tile is up to 4 rows x 2
  * tokens. */
+#ifndef BRAID_TENSOR_GEMM_NEON_K_H
+#define BRAID_TENSOR_GEMM_NEON_K_H
+
 #include "tensor/gemm_q.h"
 
 #include <math.h>
@@ -23,7 +27,6 @@
 #include "tensor/quant.h"
 #include "tensor/types.h"
 
-#if BD_HAVE_NEON
 #include <arm_neon.h>
 
 /* One super-block of a prepared row: levels (element order; 0..63, IQ4_XS -127..113 as bytes), the scale of
@@ -43,7 +46,7 @@ enum {
 };
 #define K_MAX_K ((int64_t)(K_PREP / (K_TR * sizeof(k_rec))) * BD_QK_K)
 
-static float h2f(uint16_t h) {
+static float k_h2f(uint16_t h) {
     __fp16 f;
     memcpy(&f, &h, sizeof f);
     return (float)f;
@@ -77,8 +80,8 @@ static void k_prep_q4(const bd_block_q4_K *x, k_rec *o) {
             vst1q_u8(o->lev + 64 * j + 16 * h, vandq_u8(v, vdupq_n_u8(0x0f)));
             vst1q_u8(o->lev + 64 * j + 32 + 16 * h, vshrq_n_u8(v, 4));
         }
-    o->d = h2f(x->d);
-    o->dmin = h2f(x->dmin);
+    o->d = k_h2f(x->d);
+    o->dmin = k_h2f(x->dmin);
 }
 
 static void k_prep_q5(const bd_block_q5_K *x, k_rec *o) {
@@ -93,8 +96,8 @@ static void k_prep_q5(const bd_block_q5_K *x, k_rec *o) {
             o->lev[64 * j + i] = (uint8_t)((x->qs[32 * j + i] & 0x0f) | (((x->qh[i] >> (2 * j)) & 1) << 4));
             o->lev[64 * j + 32 + i] = (uint8_t)((x->qs[32 * j + i] >> 4) | (((x->qh[i] >> (2 * j + 1)) & 1) << 4));
         }
-    o->d = h2f(x->d);
-    o->dmin = h2f(x->dmin);
+    o->d = k_h2f(x->d);
+    o->dmin = k_h2f(x->dmin);
 }
 
 static void k_prep_q6(const bd_block_q6_K *x, k_rec *o) {
@@ -109,7 +112,7 @@ static void k_prep_q6(const bd_block_q6_K *x, k_rec *o) {
             l[96 + i] = (uint8_t)((ql[32 + i] >> 4) | (((qh[i] >> 6) & 3) << 4));
         }
     }
-    o->d = h2f(x->d);
+    o->d = k_h2f(x->d);
     o->dmin = 0.0f;
 }
 
@@ -122,7 +125,7 @@ static void k_prep_iq4xs(const bd_block_iq4_xs *x, k_rec *o) {
         vst1q_s8((int8_t *)o->lev + 32 * j + 16, vqtbl1q_s8(values, vshrq_n_u8(v, 4)));
     }
     memset(o->m16, 0, sizeof o->m16);
-    o->d = h2f(x->d);
+    o->d = k_h2f(x->d);
     o->dmin = 0.0f;
 }
 
@@ -167,10 +170,10 @@ static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_
                 const int8x16_t q1 = vreinterpretq_s8_u8(vld1q_u8(w->lev + 16 * g + 16));
                 for (int c = 0; c < C; c++) {
                     if (KIND == 6) { /* a scale per 16 */
-                        ai[r][c] = vmlaq_n_s32(ai[r][c], vdotq_s32(vdupq_n_s32(0), q0, y0[c]), w->s16[g]);
-                        ai[r][c] = vmlaq_n_s32(ai[r][c], vdotq_s32(vdupq_n_s32(0), q1, y1[c]), w->s16[g + 1]);
+                        ai[r][c] = vmlaq_n_s32(ai[r][c], NEON_DOT4(vdupq_n_s32(0), q0, y0[c]), w->s16[g]);
+                        ai[r][c] = vmlaq_n_s32(ai[r][c], NEON_DOT4(vdupq_n_s32(0), q1, y1[c]), w->s16[g + 1]);
                     } else { /* one per 32 */
-                        const int32x4_t p = vdotq_s32(vdotq_s32(vdupq_n_s32(0), q0, y0[c]), q1, y1[c]);
+                        const int32x4_t p = NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), q0, y0[c]), q1, y1[c]);
                         ai[r][c] = vmlaq_n_s32(ai[r][c], p, w->s16[g]);
                     }
                 }
@@ -262,12 +265,5 @@ static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, con
 }
 
 static const bd_gemmq_ops k_ops = {k_pack_size, k_pack, k_rows, K_MAX_K, NULL};
-
-void bd_gemmk_fill_neon_dot(bd_dot_traits t[BD_TYPE_COUNT]) {
-    t[BD_TYPE_Q4_K].gemm = &k_ops;
-    t[BD_TYPE_Q5_K].gemm = &k_ops;
-    t[BD_TYPE_Q6_K].gemm = &k_ops;
-    t[BD_TYPE_IQ4_XS].gemm = &k_ops;
-}
 
 #endif

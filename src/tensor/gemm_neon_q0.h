@@ -1,0 +1,200 @@
+/* gemm_neon_q0.h — the prompt GEMM of Q8_0 and Q4_0 weights (x Q8_0 activations) on aarch64 (gemm_q.h's
+ * interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and token. Written once for
+ * both levels, as dot_neon_q.h: the includer defines NEON_DOT4 (gemm_neon.c: the armv8.0 lanes, gemm_neon_dot.c:
+ * SDOT's), which groups each block's products into the 4 lanes the vec_dot of that level converts.
+ *
+ * The vec_dot's order: two chains of 4 float lanes per output, even blocks in one and odd ones in the other;
+ * per block the NEON_DOT4 lanes of its two 16-byte halves, acc = fma(float(lanes), fp32(w.d) * fp32(x.d), acc);
+ * the result vaddv(even) + vaddv(odd), then an odd last block as a scalar (Q8_0: fma(float(isum), d_w * d_x,
+ * sum); Q4_0: fma(float(isum) * d_w, d_x, sum)).
+ *
+ * Not llama.cpp's prompt order: ggml's armv8.2 builds send products of 2 tokens or more with these types
+ * through llamafile's tinyBLAS_Q0_ARM, ONE chain per output, so their prompts and token-by-token products
+ * differ by rounding (this file reproduced that order bit for bit once, conformance_kernels, 0 differing
+ * outputs). braid keeps the vec_dot's order at every batch size instead: a token's logits must not depend on
+ * which other tokens share its batch (unit_gen_batch, unit_moe: generators decoding together give the bits
+ * each gives alone), a guarantee llama.cpp does not make here.
+ *
+ * Layouts (built per call): packed activations, per token, its B blocks' 32 levels then their B scales as
+ * floats. Prepared weights (per thread, on the stack, a block of rows at a time), per row its B blocks' 32
+ * signed levels (Q4_0: nibble - 8) then the B scales. A tile is up to 4 rows x 2 tokens: 16 float chains, one
+ * block's level vectors of the rows (8) and tokens (4) and temporaries fit the 32 vector registers. */
+#ifndef BRAID_TENSOR_GEMM_NEON_Q0_H
+#define BRAID_TENSOR_GEMM_NEON_Q0_H
+
+#include "tensor/gemm_q.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "tensor/dot_impl.h"
+#include "tensor/quant.h"
+#include "tensor/types.h"
+
+#include <arm_neon.h>
+
+enum {
+    Q0_TR = 4,                   /* tile: weight rows */
+    Q0_TC = 2,                   /* tile: tokens */
+    Q0_PREP = 256 * 1024,        /* stack bytes of prepared rows per thread (as the x86 GEMMs) */
+    Q0_TOK_BYTES = 512 * 1024,   /* packed activations per token block (stay in L2 while the rows pass) */
+    Q0_REC = BD_QK8_0 + 4,       /* bytes per block of a packed token or a prepared row: levels + scale */
+};
+#define Q0_MAX_K ((int64_t)(Q0_PREP / (Q0_TR * Q0_REC)) * BD_QK8_0)
+
+static float q0_h2f(uint16_t h) {
+    __fp16 f;
+    memcpy(&f, &h, sizeof f);
+    return (float)f;
+}
+
+static size_t q0_pack_size(int64_t K, int64_t T) {
+    const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
+    return (size_t)groups * BD_GEMMQ_GROUP * (size_t)(K / BD_QK8_0) * Q0_REC;
+}
+
+static void q0_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+    const int64_t B = K / BD_QK8_0;
+    const size_t aps = (size_t)B * Q0_REC;
+    for (int64_t t = g * BD_GEMMQ_GROUP; t < (g + 1) * BD_GEMMQ_GROUP; t++) {
+        int8_t *o = (int8_t *)packed + (size_t)t * aps;
+        float *d = (float *)(o + (size_t)B * BD_QK8_0);
+        if (t >= T) { /* padding tokens: zeros (their outputs are not stored) */
+            memset(o, 0, aps);
+            continue;
+        }
+        const bd_block_q8_0 *x = (const bd_block_q8_0 *)(xq + (size_t)t * xrow);
+        for (int64_t b = 0; b < B; b++) {
+            memcpy(o + b * BD_QK8_0, x[b].qs, BD_QK8_0);
+            d[b] = q0_h2f(x[b].d);
+        }
+    }
+}
+
+/* Rows [0, nr) of W into wp: per row B x 32 levels, then B scales (row stride B * Q0_REC). */
+static void q0_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, int8_t *wp) {
+    for (int64_t r = 0; r < nr; r++) {
+        int8_t *o = wp + (size_t)r * (size_t)B * Q0_REC;
+        float *d = (float *)(o + (size_t)B * BD_QK8_0);
+        if (wtype == BD_TYPE_Q8_0) {
+            const bd_block_q8_0 *x = (const bd_block_q8_0 *)(W + (size_t)r * wrow);
+            for (int64_t b = 0; b < B; b++) {
+                memcpy(o + b * BD_QK8_0, x[b].qs, BD_QK8_0);
+                d[b] = q0_h2f(x[b].d);
+            }
+        } else { /* Q4_0: elements 0..15 in the low nibbles, 16..31 in the high ones */
+            const bd_block_q4_0 *x = (const bd_block_q4_0 *)(W + (size_t)r * wrow);
+            for (int64_t b = 0; b < B; b++) {
+                const uint8x16_t v = vld1q_u8(x[b].qs);
+                vst1q_s8(o + b * BD_QK8_0, vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), vdupq_n_s8(8)));
+                vst1q_s8(o + b * BD_QK8_0 + 16, vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8)));
+                d[b] = q0_h2f(x[b].d);
+            }
+        }
+    }
+}
+
+/* The int32 lanes of one block: its first 16 levels, then its last 16. */
+static inline int32x4_t q0_lanes(int8x16_t wl, int8x16_t wh, int8x16_t xl, int8x16_t xh) {
+    return NEON_DOT4(NEON_DOT4(vdupq_n_s32(0), wl, xl), wh, xh);
+}
+
+/* R prepared rows (from wp, stride wps) x C packed tokens (from ap, stride aps; the first is t0) -> y
+ * (y[t * ldy + row]), tokens >= T not stored; q4: Q4_0's last-block rounding. Block b of row r, token c goes
+ * to chain acc[b & 1][r][c]; the loop takes blocks two at a time so that the parity is fixed per statement. */
+static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap,
+                                                          size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T,
+                                                          const int R, const int C, const int q4) {
+    float32x4_t acc[2][Q0_TR][Q0_TC];
+    for (int h = 0; h < 2; h++)
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) acc[h][r][c] = vdupq_n_f32(0);
+    const float *wd[Q0_TR], *xd[Q0_TC];
+    for (int r = 0; r < R; r++) wd[r] = (const float *)(wp + (size_t)r * wps + (size_t)B * BD_QK8_0);
+    for (int c = 0; c < C; c++) xd[c] = (const float *)(ap + (size_t)c * aps + (size_t)B * BD_QK8_0);
+    int64_t b = 0;
+    for (; b + 1 < B; b += 2) {
+        for (int h = 0; h < 2; h++) {
+            const int64_t o = (b + h) * BD_QK8_0;
+            int8x16_t xl[Q0_TC], xh[Q0_TC];
+            for (int c = 0; c < C; c++) {
+                xl[c] = vld1q_s8(ap + (size_t)c * aps + o);
+                xh[c] = vld1q_s8(ap + (size_t)c * aps + o + 16);
+            }
+            for (int r = 0; r < R; r++) {
+                const int8x16_t wl = vld1q_s8(wp + (size_t)r * wps + o), wh = vld1q_s8(wp + (size_t)r * wps + o + 16);
+                for (int c = 0; c < C; c++)
+                    acc[h][r][c] = vfmaq_n_f32(acc[h][r][c], vcvtq_f32_s32(q0_lanes(wl, wh, xl[c], xh[c])),
+                                               wd[r][b + h] * xd[c][b + h]);
+            }
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        if (t0 + c >= T) continue;
+        for (int r = 0; r < R; r++) {
+            float sum = vaddvq_f32(acc[0][r][c]) + vaddvq_f32(acc[1][r][c]);
+            if (b < B) { /* the vec_dot's scalar last block (the integer sum is the same however grouped) */
+                const int64_t o = b * BD_QK8_0;
+                const int8_t *w = wp + (size_t)r * wps + o, *x = ap + (size_t)c * aps + o;
+                const float isum =
+                    (float)vaddvq_s32(q0_lanes(vld1q_s8(w), vld1q_s8(w + 16), vld1q_s8(x), vld1q_s8(x + 16)));
+                sum = q4 ? fmaf(isum * wd[r][b], xd[c][b], sum) : fmaf(isum, wd[r][b] * xd[c][b], sum);
+            }
+            y[(t0 + c) * ldy + r] = sum;
+        }
+    }
+}
+
+typedef void (*q0_tile_fn)(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap, size_t aps, float *y,
+                           int64_t ldy, int64_t t0, int64_t T, int q4);
+#define Q0_TILE(R, C)                                                                                           \
+    static void q0_tile_##R##_##C(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap, size_t aps, float *y, \
+                                  int64_t ldy, int64_t t0, int64_t T, int q4) {                                \
+        if (q4) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, 1);                                           \
+        else q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, 0);                                              \
+    }
+Q0_TILE(1, 1)
+Q0_TILE(1, 2)
+Q0_TILE(2, 1)
+Q0_TILE(2, 2)
+Q0_TILE(3, 1)
+Q0_TILE(3, 2)
+Q0_TILE(4, 1)
+Q0_TILE(4, 2)
+static const q0_tile_fn q0_tiles[Q0_TR][Q0_TC] = {{q0_tile_1_1, q0_tile_1_2},
+                                                  {q0_tile_2_1, q0_tile_2_2},
+                                                  {q0_tile_3_1, q0_tile_3_2},
+                                                  {q0_tile_4_1, q0_tile_4_2}};
+
+/* Rows [r0, r1): token blocks that stay in L2, and for each, blocks of rows prepared on the stack (L1 / L2)
+ * that every token tile of the block passes over. */
+static void q0_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T, int64_t r0,
+                    int64_t r1, float *y, int64_t ldy) {
+    const int64_t B = K / BD_QK8_0;
+    const size_t wps = (size_t)B * Q0_REC, aps = wps;
+    int64_t rb = (int64_t)(Q0_PREP / wps) & ~(int64_t)(Q0_TR - 1); /* >= Q0_TR: K <= Q0_MAX_K */
+    if (rb > 64) rb = 64;
+    int64_t tb = (int64_t)(Q0_TOK_BYTES / aps) / Q0_TC * Q0_TC;
+    if (tb < Q0_TC) tb = Q0_TC;
+    _Alignas(64) int8_t wp[Q0_PREP];
+    for (int64_t t0 = 0; t0 < T; t0 += tb) {
+        const int64_t t1 = t0 + tb < T ? t0 + tb : T;
+        for (int64_t rs = r0; rs < r1; rs += rb) {
+            const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
+            q0_prep(wtype, W + (size_t)rs * wrow, wrow, B, nr, wp);
+            for (int64_t t = t0; t < t1; t += Q0_TC) {
+                const int C = (int)(t1 - t < Q0_TC ? t1 - t : Q0_TC);
+                const int8_t *ap = (const int8_t *)packed + (size_t)t * aps;
+                for (int64_t r = 0; r < nr; r += Q0_TR) {
+                    const int R = (int)(nr - r < Q0_TR ? nr - r : Q0_TR);
+                    q0_tiles[R - 1][C - 1](wp + (size_t)r * wps, wps, B, ap, aps, y + rs + r, ldy, t, T,
+                                           wtype == BD_TYPE_Q4_0);
+                }
+            }
+        }
+    }
+}
+
+static const bd_gemmq_ops q0_ops = {q0_pack_size, q0_pack, q0_rows, Q0_MAX_K, NULL};
+
+#endif
