@@ -3,7 +3,7 @@
  * The paths:
  * - F32 weights: register-blocked kernels. A tile of R weight rows × C tokens keeps R·C vector accumulators in
  *   registers, so each weight vector loaded is used C times and each activation vector R times (AVX-512:
- *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes, NEON: 4×6 of 4 lanes). Each output is one accumulator over k in
+ *   4×6 of 16 lanes, AVX2: 4×3 of 8 lanes, NEON: 4×4 of 4 lanes). Each output is one accumulator over k in
  *   steps of the vector width, then hsum's fixed reduction, identical in every tile shape: llamafile's
  *   tinyBLAS order in the ggml build paired with the level (16 lanes for the AVX-512 builds, 8 for the AVX2
  *   builds, 4 for the arm64 ones), and a result
@@ -207,11 +207,11 @@ BD_TARGET_AVX2 static void mk256_1x1(const float *W, int64_t ldw, int64_t K, con
 /* NEON, 4 lanes: ggml's arm64 builds run llamafile's tinyBLAS<4> for F32 prompts from 4 tokens (and for F16
  * ones, with the activations as they are, in the builds without FP16 arithmetic): per output one float32x4
  * chain of fused multiply-adds over K (K % 4 == 0, mm_f32_tiles), then vaddvq's (a0 + a1) + (a2 + a3). Their
- * tile is 4 rows x 6 tokens in the 32 vector registers, as here. */
+ * tile is 4 rows x 6 tokens in the 32 vector registers; braid's is 4 x 4 (the order per output is the same). */
 #define MM_INLINE static inline __attribute__((always_inline))
 MM_INLINE void mk128(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
                      int add, const int R, const int C) {
-    float32x4_t acc[4][6];
+    float32x4_t acc[4][4]; /* (the full 4 x 4 tile is mk128_4x4) */
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = vdupq_n_f32(0);
     for (int64_t k = 0; k + 4 <= K; k += 4) {
@@ -228,13 +228,34 @@ MM_INLINE void mk128(const float *W, int64_t ldw, int64_t K, const float *x, int
             y[c * ldy + r] = add ? y[c * ldy + r] + v : v;
         }
 }
-static void mk128_4x6(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+/* The full tile with named accumulators: gcc kept mk128's array in memory, storing it back every step. */
+static void mk128_4x4(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int add) {
-    mk128(W, ldw, K, x, ldx, y, ldy, add, 4, 6);
+    float32x4_t c00 = vdupq_n_f32(0), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+    float32x4_t c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+    for (int64_t k = 0; k + 4 <= K; k += 4) {
+        const float32x4_t w0 = vld1q_f32(W + k), w1 = vld1q_f32(W + ldw + k), w2 = vld1q_f32(W + 2 * ldw + k),
+                          w3 = vld1q_f32(W + 3 * ldw + k);
+#define MK128_COL(C)                                                                                            \
+    {                                                                                                           \
+        const float32x4_t xv = vld1q_f32(x + (C) * ldx + k);                                                   \
+        c0##C = vfmaq_f32(c0##C, w0, xv), c1##C = vfmaq_f32(c1##C, w1, xv);                                     \
+        c2##C = vfmaq_f32(c2##C, w2, xv), c3##C = vfmaq_f32(c3##C, w3, xv);                                     \
+    }
+        MK128_COL(0) MK128_COL(1) MK128_COL(2) MK128_COL(3)
+#undef MK128_COL
+    }
+    const float32x4_t c[4][4] = {
+        {c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23}, {c30, c31, c32, c33}};
+    for (int r = 0; r < 4; r++)
+        for (int t = 0; t < 4; t++) {
+            const float v = vaddvq_f32(c[r][t]);
+            y[t * ldy + r] = add ? y[t * ldy + r] + v : v;
+        }
 }
-static void mk128_1x6(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
+static void mk128_1x4(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int add) {
-    mk128(W, ldw, K, x, ldx, y, ldy, add, 1, 6);
+    mk128(W, ldw, K, x, ldx, y, ldy, add, 1, 4);
 }
 static void mk128_4x1(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int add) {
@@ -313,7 +334,7 @@ static void mm_f32_rows(const mm_f32 *a, int64_t r0, int64_t r1) {
     }
 #elif BD_HAVE_NEON
     if (bd_simd() != BD_SIMD_SCALAR) {
-        mm_f32_rows_tiled(a, r0, r1, 6, mk128_4x6, mk128_1x6, mk128_4x1, mk128_1x1);
+        mm_f32_rows_tiled(a, r0, r1, 4, mk128_4x4, mk128_1x4, mk128_4x1, mk128_1x1);
         return;
     }
 #endif
