@@ -1,11 +1,11 @@
-/* gemm_neon_k.h — the prompt GEMM of Q4_K, Q5_K, Q6_K and IQ4_XS weights (x Q8_K activations) on aarch64
+/* gemm_neon_k.h — the prompt GEMM of Q2_K..Q6_K and IQ4_XS weights (x Q8_K activations) on aarch64
  * (gemm_q.h's interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and token.
  * Written once for both levels: the includer defines NEON_DOT4 (SDOT or the armv8.0 stand-in; the lanes are
  * reduced whole here, so their grouping does not matter).
  *
  * Those vec_dots are exact integers per super-block until one or two float steps (dot_neon_q.h lists them):
  * isum = sum over groups of the group's scale times its level x activation products, imin = sum over groups
- * of a min (Q4_K, Q5_K) or the scale (Q6_K; IQ4_XS has none) times the activations' group sum (bsums). The
+ * of a min (Q2_K, Q4_K, Q5_K) or the scale (Q6_K; Q3_K, IQ4_XS have none) times the activations' group sum (bsums). The
  * integers are the same however they are grouped, so a tile forms them its own way: each row's levels
  * unpacked once per block of rows into bytes in element order (the vec_dot unpacks them again for every token;
  * IQ4_XS: its table's signed levels), 16 scales per super-block (32-element scales twice), then per 16 or 32
@@ -29,7 +29,7 @@
 
 #include <arm_neon.h>
 
-/* One super-block of a prepared row: levels (element order; 0..63, IQ4_XS -127..113 as bytes), the scale of
+/* One super-block of a prepared row: levels (element order; 0..63, Q3_K -4..3, IQ4_XS -127..113 as bytes), the scale of
  * each group of 16, the weight of each group's activation sum in imin, then d and dmin as floats. */
 typedef struct {
     uint8_t lev[BD_QK_K];
@@ -129,6 +129,32 @@ static void k_prep_iq4xs(const bd_block_iq4_xs *x, k_rec *o) {
     o->dmin = 0.0f;
 }
 
+/* Q2_K / Q3_K: element 128h + 32g + l has its low 2 bits at bits 2g of byte 32h + l of qs; Q3_K's third bit is
+ * bit 4h + g of hmask[l] (clear: level - 4). */
+static void k_prep_q23(const uint8_t *qs, const uint8_t *hmask, k_rec *o) {
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 4; g++)
+            for (int l = 0; l < 32; l++) {
+                int q = (qs[32 * h + l] >> (2 * g)) & 3;
+                if (hmask) q -= ((hmask[l] >> (4 * h + g)) & 1) ? 0 : 4;
+                o->lev[128 * h + 32 * g + l] = (uint8_t)(int8_t)q;
+            }
+}
+
+static void k_prep_q2(const bd_block_q2_K *x, k_rec *o) {
+    k_prep_q23(x->qs, NULL, o);
+    for (int k = 0; k < 16; k++) o->s16[k] = (int8_t)(x->scales[k] & 15), o->m16[k] = (int16_t)(x->scales[k] >> 4);
+    o->d = k_h2f(x->d);
+    o->dmin = k_h2f(x->dmin);
+}
+
+static void k_prep_q3(const bd_block_q3_K *x, k_rec *o) {
+    k_prep_q23(x->qs, x->hmask, o);
+    for (int k = 0; k < 16; k++) o->s16[k] = (int8_t)bd_q3_K_scale(x->scales, k), o->m16[k] = 0;
+    o->d = k_h2f(x->d);
+    o->dmin = 0.0f;
+}
+
 /* Rows [0, nr) of W into wp: per row NB records. */
 static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, int64_t nr, k_rec *wp) {
     for (int64_t r = 0; r < nr; r++) {
@@ -138,13 +164,16 @@ static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, in
             if (wtype == BD_TYPE_Q4_K) k_prep_q4((const bd_block_q4_K *)row + b, o + b);
             else if (wtype == BD_TYPE_Q5_K) k_prep_q5((const bd_block_q5_K *)row + b, o + b);
             else if (wtype == BD_TYPE_Q6_K) k_prep_q6((const bd_block_q6_K *)row + b, o + b);
+            else if (wtype == BD_TYPE_Q2_K) k_prep_q2((const bd_block_q2_K *)row + b, o + b);
+            else if (wtype == BD_TYPE_Q3_K) k_prep_q3((const bd_block_q3_K *)row + b, o + b);
             else k_prep_iq4xs((const bd_block_iq4_xs *)row + b, o + b);
         }
     }
 }
 
-/* R prepared rows (wp, NB records each) x C tokens (ap, stride aps bytes; the first is t0) -> y; KIND 4, 5, 6,
- * 7 for Q4_K, Q5_K, Q6_K, IQ4_XS.
+/* R prepared rows (wp, NB records each) x C tokens (ap, stride aps bytes; the first is t0) -> y; KIND 2..6, 7
+ * for Q2_K..Q6_K, IQ4_XS. Q2_K, Q3_K and Q6_K have a scale per 16, the others per 32; Q2_K's float steps are
+ * Q4_K's, Q3_K's IQ4_XS's.
  * Per super-block and output: the int32 lanes of isum, then imin from the 16 bsums, then the float steps. */
 static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t aps,
                                                          float *y, int64_t ldy, int64_t t0, int64_t T, const int R,
@@ -169,7 +198,7 @@ static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_
                 const int8x16_t q0 = vreinterpretq_s8_u8(vld1q_u8(w->lev + 16 * g));
                 const int8x16_t q1 = vreinterpretq_s8_u8(vld1q_u8(w->lev + 16 * g + 16));
                 for (int c = 0; c < C; c++) {
-                    if (KIND == 6) { /* a scale per 16 */
+                    if (KIND == 6 || KIND == 2 || KIND == 3) { /* a scale per 16 */
                         ai[r][c] = vmlaq_n_s32(ai[r][c], NEON_DOT4(vdupq_n_s32(0), q0, y0[c]), w->s16[g]);
                         ai[r][c] = vmlaq_n_s32(ai[r][c], NEON_DOT4(vdupq_n_s32(0), q1, y1[c]), w->s16[g + 1]);
                     } else { /* one per 32 */
@@ -181,7 +210,7 @@ static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_
         }
         for (int r = 0; r < R; r++) {
             const k_rec *w = wp + r * NB + b;
-            if (KIND == 7) { /* no mins: sum = fma(d * y.d, isum, sum) */
+            if (KIND == 7 || KIND == 3) { /* no mins: sum = fma(d * y.d, isum, sum) */
                 for (int c = 0; c < C; c++)
                     sum[r][c] = fmaf(w->d * x[c]->d, (float)vaddvq_s32(ai[r][c]), sum[r][c]);
                 continue;
@@ -195,7 +224,7 @@ static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_
                 mi = vmlal_s16(mi, vget_high_s16(m1), vget_high_s16(b1));
                 const int32_t isum = vaddvq_s32(ai[r][c]), imin = vaddvq_s32(mi);
                 const float yd = x[c]->d;
-                if (KIND == 4) {
+                if (KIND == 4 || KIND == 2) {
                     sum[r][c] = fmaf(-(w->dmin * yd), (float)imin, sum[r][c]);
                     sum[r][c] = fmaf(yd * w->d, (float)isum, sum[r][c]);
                 } else if (KIND == 5) {
@@ -231,6 +260,8 @@ K_TILES(4)
 K_TILES(5)
 K_TILES(6)
 K_TILES(7)
+K_TILES(2)
+K_TILES(3)
 
 /* Rows [r0, r1): token blocks that stay in L2; for each, blocks of rows prepared on the stack that every
  * token tile of the block passes over. */
@@ -241,6 +272,8 @@ static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, con
     const k_tile_fn(*tiles)[K_TC] = wtype == BD_TYPE_Q4_K   ? k_tiles_4
                                     : wtype == BD_TYPE_Q5_K ? k_tiles_5
                                     : wtype == BD_TYPE_Q6_K ? k_tiles_6
+                                    : wtype == BD_TYPE_Q2_K ? k_tiles_2
+                                    : wtype == BD_TYPE_Q3_K ? k_tiles_3
                                                             : k_tiles_7;
     int64_t rb = (int64_t)(K_PREP / wps) & ~(int64_t)(K_TR - 1); /* >= K_TR: K <= K_MAX_K */
     if (rb > 64) rb = 64;

@@ -1,12 +1,12 @@
-/* gemm_neon_q0.h — the prompt GEMM of Q8_0 and Q4_0 weights (x Q8_0 activations) on aarch64 (gemm_q.h's
+/* gemm_neon_q0.h — the prompt GEMM of Q8_0, Q4_0 and Q5_0 weights (x Q8_0 activations) on aarch64 (gemm_q.h's
  * interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and token. Written once for
  * both levels, as dot_neon_q.h: the includer defines NEON_DOT4 (gemm_neon.c: the armv8.0 lanes, gemm_neon_dot.c:
  * SDOT's), which groups each block's products into the 4 lanes the vec_dot of that level converts.
  *
  * The vec_dot's order: two chains of 4 float lanes per output, even blocks in one and odd ones in the other;
  * per block the NEON_DOT4 lanes of its two 16-byte halves, acc = fma(float(lanes), fp32(w.d) * fp32(x.d), acc);
- * the result vaddv(even) + vaddv(odd), then an odd last block as a scalar (Q8_0: fma(float(isum), d_w * d_x,
- * sum); Q4_0: fma(float(isum) * d_w, d_x, sum)).
+ * the result vaddv(even) + vaddv(odd), then an odd last block as a scalar (Q8_0, Q5_0: fma(float(isum),
+ * d_w * d_x, sum); Q4_0: fma(float(isum) * d_w, d_x, sum)).
  *
  * Not llama.cpp's prompt order: ggml's armv8.2 builds send products of 2 tokens or more with these types
  * through llamafile's tinyBLAS_Q0_ARM, ONE chain per output, so their prompts and token-by-token products
@@ -80,6 +80,17 @@ static void q0_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, in
             const bd_block_q8_0 *x = (const bd_block_q8_0 *)(W + (size_t)r * wrow);
             for (int64_t b = 0; b < B; b++) {
                 memcpy(o + b * BD_QK8_0, x[b].qs, BD_QK8_0);
+                d[b] = q0_h2f(x[b].d);
+            }
+        } else if (wtype == BD_TYPE_Q5_0) { /* Q4_0's nibbles plus a fifth bit (bit j of qh for element j), - 16 */
+            const bd_block_q5_0 *x = (const bd_block_q5_0 *)(W + (size_t)r * wrow);
+            for (int64_t b = 0; b < B; b++) {
+                uint32_t qh;
+                memcpy(&qh, x[b].qh, 4);
+                for (int j = 0; j < 16; j++) {
+                    o[b * BD_QK8_0 + j] = (int8_t)(((x[b].qs[j] & 0x0f) | (((qh >> j) & 1) << 4)) - 16);
+                    o[b * BD_QK8_0 + 16 + j] = (int8_t)(((x[b].qs[j] >> 4) | (((qh >> (16 + j)) & 1) << 4)) - 16);
+                }
                 d[b] = q0_h2f(x[b].d);
             }
         } else { /* Q4_0: elements 0..15 in the low nibbles, 16..31 in the high ones */
