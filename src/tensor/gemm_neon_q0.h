@@ -1,7 +1,8 @@
-/* gemm_neon_q0.h — the prompt GEMM of Q8_0, Q4_0 and Q5_0 weights (x Q8_0 activations) on aarch64 (gemm_q.h's
- * interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and token. Written once for
- * both levels, as dot_neon_q.h: the includer defines NEON_DOT4 (gemm_neon.c: the armv8.0 lanes, gemm_neon_dot.c:
- * SDOT's), which groups each block's products into the 4 lanes the vec_dot of that level converts.
+/* gemm_neon_q0.h — the prompt GEMM of Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4 weights (x Q8_0 activations) on
+ * aarch64 (gemm_q.h's interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and
+ * token. Written once for both levels, as dot_neon_q.h: the includer defines NEON_DOT4 (gemm_neon.c: the
+ * armv8.0 lanes, gemm_neon_dot.c: SDOT's), which groups each block's products into the 4 lanes the vec_dot of
+ * that level converts.
  *
  * The vec_dot's order: two chains of 4 float lanes per output, even blocks in one and odd ones in the other;
  * per block the NEON_DOT4 lanes of its two 16-byte halves, acc = fma(float(lanes), fp32(w.d) * fp32(x.d), acc);
@@ -93,6 +94,18 @@ static void q0_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, in
                 }
                 d[b] = q0_h2f(x[b].d);
             }
+        } else if (wtype == BD_TYPE_IQ4_NL || wtype == BD_TYPE_MXFP4) { /* nibbles into a table, as Q4_0's */
+            const int8x16_t values = vld1q_s8(wtype == BD_TYPE_MXFP4 ? bd_kvalues_mxfp4 : bd_kvalues_iq4nl);
+            const size_t bsz = wtype == BD_TYPE_MXFP4 ? sizeof(bd_block_mxfp4) : sizeof(bd_block_iq4_nl);
+            for (int64_t b = 0; b < B; b++) {
+                const uint8_t *blk = W + (size_t)r * wrow + (size_t)b * bsz;
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                const uint8x16_t v = vld1q_u8(blk + bsz - 16);
+                vst1q_s8(o + b * BD_QK8_0, vqtbl1q_s8(values, vandq_u8(v, vdupq_n_u8(0x0f))));
+                vst1q_s8(o + b * BD_QK8_0 + 16, vqtbl1q_s8(values, vshrq_n_u8(v, 4)));
+                d[b] = wtype == BD_TYPE_MXFP4 ? bd_e8m0_to_fp32_half(blk[0]) : q0_h2f(h);
+            }
         } else { /* Q4_0: elements 0..15 in the low nibbles, 16..31 in the high ones */
             const bd_block_q4_0 *x = (const bd_block_q4_0 *)(W + (size_t)r * wrow);
             for (int64_t b = 0; b < B; b++) {
@@ -111,11 +124,16 @@ static inline int32x4_t q0_lanes(int8x16_t wl, int8x16_t wh, int8x16_t xl, int8x
 }
 
 /* R prepared rows (from wp, stride wps) x C packed tokens (from ap, stride aps; the first is t0) -> y
- * (y[t * ldy + row]), tokens >= T not stored; q4: Q4_0's last-block rounding. Block b of row r, token c goes
- * to chain acc[b & 1][r][c]; the loop takes blocks two at a time so that the parity is fixed per statement. */
+ * (y[t * ldy + row]), tokens >= T not stored. mode Q0_LANES (Q8_0, Q5_0), Q0_Q4 (Q4_0's last-block rounding):
+ * block b of row r, token c goes to chain acc[b & 1][r][c]; the loop takes blocks two at a time so that the
+ * parity is fixed per statement. Q0_TABLE (IQ4_NL, MXFP4): one float per output, blocks in pairs
+ * t = (d_w1 * d_x1) * float(isum1), m = m + fma(d_w0 * d_x0, float(isum0), t) (dot_neon_q.h's order). */
+enum { Q0_LANES, Q0_Q4, Q0_TABLE };
 static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap,
                                                           size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T,
-                                                          const int R, const int C, const int q4) {
+                                                          const int R, const int C, const int mode) {
+    float m[Q0_TR][Q0_TC] = {{0}};
+    int32_t i0[Q0_TR][Q0_TC] = {{0}}; /* Q0_TABLE: the even block's sums */
     float32x4_t acc[2][Q0_TR][Q0_TC];
     for (int h = 0; h < 2; h++)
         for (int r = 0; r < R; r++)
@@ -134,22 +152,29 @@ static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size
             }
             for (int r = 0; r < R; r++) {
                 const int8x16_t wl = vld1q_s8(wp + (size_t)r * wps + o), wh = vld1q_s8(wp + (size_t)r * wps + o + 16);
-                for (int c = 0; c < C; c++)
-                    acc[h][r][c] = vfmaq_n_f32(acc[h][r][c], vcvtq_f32_s32(q0_lanes(wl, wh, xl[c], xh[c])),
-                                               wd[r][b + h] * xd[c][b + h]);
+                for (int c = 0; c < C; c++) {
+                    const int32x4_t lanes = q0_lanes(wl, wh, xl[c], xh[c]);
+                    if (mode != Q0_TABLE)
+                        acc[h][r][c] = vfmaq_n_f32(acc[h][r][c], vcvtq_f32_s32(lanes), wd[r][b + h] * xd[c][b + h]);
+                    else if (h == 0)
+                        i0[r][c] = vaddvq_s32(lanes);
+                    else
+                        m[r][c] = m[r][c] + fmaf(wd[r][b] * xd[c][b], (float)i0[r][c],
+                                                 wd[r][b + 1] * xd[c][b + 1] * (float)vaddvq_s32(lanes));
+                }
             }
         }
     }
     for (int c = 0; c < C; c++) {
         if (t0 + c >= T) continue;
         for (int r = 0; r < R; r++) {
-            float sum = vaddvq_f32(acc[0][r][c]) + vaddvq_f32(acc[1][r][c]);
+            float sum = mode == Q0_TABLE ? m[r][c] : vaddvq_f32(acc[0][r][c]) + vaddvq_f32(acc[1][r][c]);
             if (b < B) { /* the vec_dot's scalar last block (the integer sum is the same however grouped) */
                 const int64_t o = b * BD_QK8_0;
                 const int8_t *w = wp + (size_t)r * wps + o, *x = ap + (size_t)c * aps + o;
                 const float isum =
                     (float)vaddvq_s32(q0_lanes(vld1q_s8(w), vld1q_s8(w + 16), vld1q_s8(x), vld1q_s8(x + 16)));
-                sum = q4 ? fmaf(isum * wd[r][b], xd[c][b], sum) : fmaf(isum, wd[r][b] * xd[c][b], sum);
+                sum = mode == Q0_Q4 ? fmaf(isum * wd[r][b], xd[c][b], sum) : fmaf(isum, wd[r][b] * xd[c][b], sum);
             }
             y[(t0 + c) * ldy + r] = sum;
         }
@@ -157,12 +182,13 @@ static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size
 }
 
 typedef void (*q0_tile_fn)(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap, size_t aps, float *y,
-                           int64_t ldy, int64_t t0, int64_t T, int q4);
+                           int64_t ldy, int64_t t0, int64_t T, int mode);
 #define Q0_TILE(R, C)                                                                                           \
     static void q0_tile_##R##_##C(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap, size_t aps, float *y, \
-                                  int64_t ldy, int64_t t0, int64_t T, int q4) {                                \
-        if (q4) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, 1);                                           \
-        else q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, 0);                                              \
+                                  int64_t ldy, int64_t t0, int64_t T, int mode) {                              \
+        if (mode == Q0_Q4) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_Q4);                            \
+        else if (mode == Q0_TABLE) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_TABLE);                 \
+        else q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_LANES);                                       \
     }
 Q0_TILE(1, 1)
 Q0_TILE(1, 2)
@@ -199,7 +225,9 @@ static void q0_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, co
                 for (int64_t r = 0; r < nr; r += Q0_TR) {
                     const int R = (int)(nr - r < Q0_TR ? nr - r : Q0_TR);
                     q0_tiles[R - 1][C - 1](wp + (size_t)r * wps, wps, B, ap, aps, y + rs + r, ldy, t, T,
-                                           wtype == BD_TYPE_Q4_0);
+                                           wtype == BD_TYPE_Q4_0                                  ? Q0_Q4
+                                           : wtype == BD_TYPE_IQ4_NL || wtype == BD_TYPE_MXFP4 ? Q0_TABLE
+                                                                                               : Q0_LANES);
                 }
             }
         }

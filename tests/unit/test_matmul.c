@@ -183,7 +183,7 @@ static float iq4_nl_prompt_dot(int64_t K, const uint8_t *w, const uint8_t *xq) {
 /* The contract shared with the decode path (dot.h, matmul.h): for quantized weights every output of a
  * many-token product equals the type's vec_dot on that weight row and that converted activation row, bit for
  * bit, whatever T, the tiling and the thread count (prefill and token-by-token decode give the same logits);
- * IQ4_NL's prompts (16+ tokens, the GEMM) equal llama.cpp's prompt order instead (iq4_nl_prompt_dot).
+ * IQ4_NL's x86 prompts (16+ tokens, the GEMM) equal llama.cpp's prompt order instead (iq4_nl_prompt_dot).
  * Shapes are odd on purpose: N not a multiple of the row tile, T not a multiple of the token tile or group. */
 static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
     const uint32_t types[] = {BRAID_TYPE_Q8_0, BRAID_TYPE_Q4_0,   BRAID_TYPE_Q4_K,   BRAID_TYPE_Q5_K,
@@ -204,13 +204,13 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
         CHECK(tt && dt, "type %u has traits and a dot product", wt);
         if (!tt || !dt) continue;
         /* at the AVX2 and AVX-512 levels the prompt must take an integer GEMM, not the vec_dot loop; at the
-         * aarch64 NEON levels Q8_0, Q4_0, Q5_0, Q2_K..Q6_K, IQ4_XS (the others: the vec_dot loop) */
+         * aarch64 NEON levels all but Q4_1, Q5_1 (those: the vec_dot loop) */
         if ((BD_HAVE_X86 &&
              ((bd_simd() >= BD_SIMD_AVX2 && ti < n_gemm2) || (bd_simd() >= BD_SIMD_AVX512 && ti < n_gemm512))) ||
             (BD_HAVE_NEON && bd_simd() >= BD_SIMD_NEON &&
              (wt == BRAID_TYPE_Q8_0 || wt == BRAID_TYPE_Q4_0 || wt == BRAID_TYPE_Q5_0 || wt == BRAID_TYPE_Q2_K ||
               wt == BRAID_TYPE_Q3_K || wt == BRAID_TYPE_Q4_K || wt == BRAID_TYPE_Q5_K || wt == BRAID_TYPE_Q6_K ||
-              wt == BRAID_TYPE_IQ4_XS)))
+              wt == BRAID_TYPE_IQ4_XS || wt == BRAID_TYPE_IQ4_NL || wt == BRAID_TYPE_MXFP4)))
             CHECK(bd_gemmq_get(wt) != NULL, "%s: an integer GEMM at kernel level %d", tt->name, bd_simd());
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t N = shapes[si][0], K = shapes[si][1], T = shapes[si][2], ldy = N + 3;
@@ -237,7 +237,7 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
             for (int64_t t = 0; t < T; t++)
                 for (int64_t n = 0; n < N; n++) {
                     float s;
-                    if (wt == BRAID_TYPE_IQ4_NL && bd_gemmq_get(wt) && T >= 16)
+                    if (BD_HAVE_X86 && wt == BRAID_TYPE_IQ4_NL && bd_gemmq_get(wt) && T >= 16) /* arm64: vec_dot */
                         s = iq4_nl_prompt_dot(K, Wq + (size_t)n * wrow, xq + (size_t)t * xrow);
                     else
                         dt->vec_dot(K, &s, Wq + (size_t)n * wrow, xq + (size_t)t * xrow);
