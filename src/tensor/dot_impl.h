@@ -39,7 +39,7 @@ void bd_gemm_b32_fill_avx512(bd_dot_traits table[BD_TYPE_COUNT]); /* gemm_b32.c:
  * level's (its armv8.2_2 build's). */
 void bd_dot_fill_neon(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_dot_fill_neon_dot(bd_dot_traits table[BD_TYPE_COUNT]);
-/* The prompt GEMMs of every quantized type but Q4_1, Q5_1 at each level (gemm_neon.c, gemm_neon_dot.c). */
+/* The prompt GEMMs of every quantized type at each level (gemm_neon.c, gemm_neon_dot.c). */
 void bd_gemm_fill_neon(bd_dot_traits table[BD_TYPE_COUNT]);
 void bd_gemm_fill_neon_dot(bd_dot_traits table[BD_TYPE_COUNT]);
 

@@ -1,5 +1,5 @@
-/* gemm_neon.c — the prompt GEMMs of the plain NEON level on aarch64 (gemm_neon_q0.h: Q8_0, Q4_0, Q5_0, IQ4_NL,
- * MXFP4; gemm_neon_k.h: Q2_K..Q6_K, IQ4_XS) with ggml's armv8.0 lanes, so that every output is the bits of this
+/* gemm_neon.c — the prompt GEMMs of the plain NEON level on aarch64 (gemm_neon_q0.h: every block-of-32
+ * type; gemm_neon_k.h: Q2_K..Q6_K, IQ4_XS) with ggml's armv8.0 lanes, so that every output is the bits of this
  * level's vec_dot (dot_neon.c). */
 #include "tensor/dot_impl.h"
 #include "tensor/neon_dot4.h"
@@ -14,6 +14,8 @@ void bd_gemm_fill_neon(bd_dot_traits t[BD_TYPE_COUNT]) {
     t[BD_TYPE_Q5_0].gemm = &q0_ops;
     t[BD_TYPE_IQ4_NL].gemm = &q0_ops;
     t[BD_TYPE_MXFP4].gemm = &q0_ops;
+    t[BD_TYPE_Q4_1].gemm = &q1_ops;
+    t[BD_TYPE_Q5_1].gemm = &q1_ops;
     t[BD_TYPE_Q2_K].gemm = &k_ops;
     t[BD_TYPE_Q3_K].gemm = &k_ops;
     t[BD_TYPE_Q4_K].gemm = &k_ops;

@@ -1,4 +1,4 @@
-/* gemm_neon_q0.h — the prompt GEMM of Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4 weights (x Q8_0 activations) on
+/* gemm_neon_q0.h — the prompt GEMM of Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 (x Q8_0) and Q4_1, Q5_1 (x Q8_1) weights on
  * aarch64 (gemm_q.h's interface), every output bit-identical to the vec_dot (dot_neon_q.h) on its row and
  * token. Written once for both levels, as dot_neon_q.h: the includer defines NEON_DOT4 (gemm_neon.c: the
  * armv8.0 lanes, gemm_neon_dot.c: SDOT's), which groups each block's products into the 4 lanes the vec_dot of
@@ -17,8 +17,9 @@
  * each gives alone), a guarantee llama.cpp does not make here.
  *
  * Layouts (built per call): packed activations, per token, its B blocks' 32 levels then their B scales as
- * floats. Prepared weights (per thread, on the stack, a block of rows at a time), per row its B blocks' 32
- * signed levels (Q4_0: nibble - 8) then the B scales. A tile is up to 4 rows x 2 tokens: 16 float chains, one
+ * floats (Q8_1: then the B sums s). Prepared weights (per thread, on the stack, a block of rows at a time), per
+ * row its B blocks' 32 levels (Q4_0: nibble - 8; table types: the table's values) then the B scales (Q4_1,
+ * Q5_1: then the B mins). A tile is up to 4 rows x 2 tokens: 16 float chains, one
  * block's level vectors of the rows (8) and tokens (4) and temporaries fit the 32 vector registers. */
 #ifndef BRAID_TENSOR_GEMM_NEON_Q0_H
 #define BRAID_TENSOR_GEMM_NEON_Q0_H
@@ -40,8 +41,10 @@ enum {
     Q0_PREP = 256 * 1024,        /* stack bytes of prepared rows per thread (as the x86 GEMMs) */
     Q0_TOK_BYTES = 512 * 1024,   /* packed activations per token block (stay in L2 while the rows pass) */
     Q0_REC = BD_QK8_0 + 4,       /* bytes per block of a packed token or a prepared row: levels + scale */
+    Q1_REC = BD_QK8_0 + 8,       /* the same for Q4_1 / Q5_1: + the row's min m, the token's s (Q8_1) */
 };
 #define Q0_MAX_K ((int64_t)(Q0_PREP / (Q0_TR * Q0_REC)) * BD_QK8_0)
+#define Q1_MAX_K ((int64_t)(Q0_PREP / (Q0_TR * Q1_REC)) * BD_QK8_0)
 
 static float q0_h2f(uint16_t h) {
     __fp16 f;
@@ -72,10 +75,39 @@ static void q0_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_
     }
 }
 
-/* Rows [0, nr) of W into wp: per row B x 32 levels, then B scales (row stride B * Q0_REC). */
+/* Q8_1 activations (Q4_1 / Q5_1): per token B x 32 levels, B scales d, then B sums s (stride B * Q1_REC). */
+static size_t q1_pack_size(int64_t K, int64_t T) {
+    const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
+    return (size_t)groups * BD_GEMMQ_GROUP * (size_t)(K / BD_QK8_0) * Q1_REC;
+}
+
+static void q1_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+    const int64_t B = K / BD_QK8_0;
+    const size_t aps = (size_t)B * Q1_REC;
+    for (int64_t t = g * BD_GEMMQ_GROUP; t < (g + 1) * BD_GEMMQ_GROUP; t++) {
+        int8_t *o = (int8_t *)packed + (size_t)t * aps;
+        float *d = (float *)(o + (size_t)B * BD_QK8_0);
+        if (t >= T) {
+            memset(o, 0, aps);
+            continue;
+        }
+        const bd_block_q8_1 *x = (const bd_block_q8_1 *)(xq + (size_t)t * xrow);
+        for (int64_t b = 0; b < B; b++) {
+            memcpy(o + b * BD_QK8_0, x[b].qs, BD_QK8_0);
+            d[b] = q0_h2f(x[b].d);
+            d[B + b] = q0_h2f(x[b].s);
+        }
+    }
+}
+
+static int q0_has_min(uint32_t wtype) { return wtype == BD_TYPE_Q4_1 || wtype == BD_TYPE_Q5_1; }
+
+/* Rows [0, nr) of W into wp: per row B x 32 levels, then B scales, for Q4_1 / Q5_1 then B mins (row stride
+ * B * Q0_REC or B * Q1_REC). */
 static void q0_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, int8_t *wp) {
+    const size_t rec = q0_has_min(wtype) ? Q1_REC : Q0_REC;
     for (int64_t r = 0; r < nr; r++) {
-        int8_t *o = wp + (size_t)r * (size_t)B * Q0_REC;
+        int8_t *o = wp + (size_t)r * (size_t)B * rec;
         float *d = (float *)(o + (size_t)B * BD_QK8_0);
         if (wtype == BD_TYPE_Q8_0) {
             const bd_block_q8_0 *x = (const bd_block_q8_0 *)(W + (size_t)r * wrow);
@@ -93,6 +125,27 @@ static void q0_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, in
                     o[b * BD_QK8_0 + 16 + j] = (int8_t)(((x[b].qs[j] >> 4) | (((qh >> (16 + j)) & 1) << 4)) - 16);
                 }
                 d[b] = q0_h2f(x[b].d);
+            }
+        } else if (wtype == BD_TYPE_Q4_1) { /* unsigned nibbles, as Q4_0's */
+            const bd_block_q4_1 *x = (const bd_block_q4_1 *)(W + (size_t)r * wrow);
+            for (int64_t b = 0; b < B; b++) {
+                const uint8x16_t v = vld1q_u8(x[b].qs);
+                vst1q_s8(o + b * BD_QK8_0, vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))));
+                vst1q_s8(o + b * BD_QK8_0 + 16, vreinterpretq_s8_u8(vshrq_n_u8(v, 4)));
+                d[b] = q0_h2f(x[b].d);
+                d[B + b] = q0_h2f(x[b].m);
+            }
+        } else if (wtype == BD_TYPE_Q5_1) { /* Q4_1's nibbles plus Q5_0's fifth bit, unsigned */
+            const bd_block_q5_1 *x = (const bd_block_q5_1 *)(W + (size_t)r * wrow);
+            for (int64_t b = 0; b < B; b++) {
+                uint32_t qh;
+                memcpy(&qh, x[b].qh, 4);
+                for (int j = 0; j < 16; j++) {
+                    o[b * BD_QK8_0 + j] = (int8_t)((x[b].qs[j] & 0x0f) | (((qh >> j) & 1) << 4));
+                    o[b * BD_QK8_0 + 16 + j] = (int8_t)((x[b].qs[j] >> 4) | (((qh >> (16 + j)) & 1) << 4));
+                }
+                d[b] = q0_h2f(x[b].d);
+                d[B + b] = q0_h2f(x[b].m);
             }
         } else if (wtype == BD_TYPE_IQ4_NL || wtype == BD_TYPE_MXFP4) { /* nibbles into a table, as Q4_0's */
             const int8x16_t values = vld1q_s8(wtype == BD_TYPE_MXFP4 ? bd_kvalues_mxfp4 : bd_kvalues_iq4nl);
@@ -127,12 +180,15 @@ static inline int32x4_t q0_lanes(int8x16_t wl, int8x16_t wh, int8x16_t xl, int8x
  * (y[t * ldy + row]), tokens >= T not stored. mode Q0_LANES (Q8_0, Q5_0), Q0_Q4 (Q4_0's last-block rounding):
  * block b of row r, token c goes to chain acc[b & 1][r][c]; the loop takes blocks two at a time so that the
  * parity is fixed per statement. Q0_TABLE (IQ4_NL, MXFP4): one float per output, blocks in pairs
- * t = (d_w1 * d_x1) * float(isum1), m = m + fma(d_w0 * d_x0, float(isum0), t) (dot_neon_q.h's order). */
-enum { Q0_LANES, Q0_Q4, Q0_TABLE };
+ * t = (d_w1 * d_x1) * float(isum1), m = m + fma(d_w0 * d_x0, float(isum0), t). Q0_MIN4 / Q0_MIN5 (Q4_1 / Q5_1):
+ * the lanes' chains plus the min terms m_w * s_x: Q4_1 one float per pair of blocks, mm0 = mm0 + fma(m0, s0,
+ * m1 * s1), Q5_1 one per chain, mm_h = fma(m_h, s_h, mm_h); the last block sum + fma(d, float(isum), m * s)
+ * (dot_neon_q.h's orders). */
+enum { Q0_LANES, Q0_Q4, Q0_TABLE, Q0_MIN4, Q0_MIN5 };
 static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap,
                                                           size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T,
                                                           const int R, const int C, const int mode) {
-    float m[Q0_TR][Q0_TC] = {{0}};
+    float m[Q0_TR][Q0_TC] = {{0}}, m1[Q0_TR][Q0_TC] = {{0}};
     int32_t i0[Q0_TR][Q0_TC] = {{0}}; /* Q0_TABLE: the even block's sums */
     float32x4_t acc[2][Q0_TR][Q0_TC];
     for (int h = 0; h < 2; h++)
@@ -156,7 +212,14 @@ static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size
                     const int32x4_t lanes = q0_lanes(wl, wh, xl[c], xh[c]);
                     if (mode != Q0_TABLE)
                         acc[h][r][c] = vfmaq_n_f32(acc[h][r][c], vcvtq_f32_s32(lanes), wd[r][b + h] * xd[c][b + h]);
-                    else if (h == 0)
+                    if (mode == Q0_MIN5 && h == 0)
+                        m[r][c] = fmaf(wd[r][B + b], xd[c][B + b], m[r][c]);
+                    else if (mode == Q0_MIN5)
+                        m1[r][c] = fmaf(wd[r][B + b + 1], xd[c][B + b + 1], m1[r][c]);
+                    else if (mode == Q0_MIN4 && h == 1)
+                        m[r][c] = m[r][c] + fmaf(wd[r][B + b], xd[c][B + b], wd[r][B + b + 1] * xd[c][B + b + 1]);
+                    if (mode != Q0_TABLE) continue;
+                    if (h == 0)
                         i0[r][c] = vaddvq_s32(lanes);
                     else
                         m[r][c] = m[r][c] + fmaf(wd[r][b] * xd[c][b], (float)i0[r][c],
@@ -169,12 +232,17 @@ static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size
         if (t0 + c >= T) continue;
         for (int r = 0; r < R; r++) {
             float sum = mode == Q0_TABLE ? m[r][c] : vaddvq_f32(acc[0][r][c]) + vaddvq_f32(acc[1][r][c]);
+            if (mode == Q0_MIN4) sum = sum + m[r][c];
+            if (mode == Q0_MIN5) sum = (sum + m[r][c]) + m1[r][c];
             if (b < B) { /* the vec_dot's scalar last block (the integer sum is the same however grouped) */
                 const int64_t o = b * BD_QK8_0;
                 const int8_t *w = wp + (size_t)r * wps + o, *x = ap + (size_t)c * aps + o;
                 const float isum =
                     (float)vaddvq_s32(q0_lanes(vld1q_s8(w), vld1q_s8(w + 16), vld1q_s8(x), vld1q_s8(x + 16)));
-                sum = mode == Q0_Q4 ? fmaf(isum * wd[r][b], xd[c][b], sum) : fmaf(isum, wd[r][b] * xd[c][b], sum);
+                if (mode == Q0_MIN4 || mode == Q0_MIN5)
+                    sum = sum + fmaf(wd[r][b] * xd[c][b], isum, wd[r][B + b] * xd[c][B + b]);
+                else
+                    sum = mode == Q0_Q4 ? fmaf(isum * wd[r][b], xd[c][b], sum) : fmaf(isum, wd[r][b] * xd[c][b], sum);
             }
             y[(t0 + c) * ldy + r] = sum;
         }
@@ -188,6 +256,8 @@ typedef void (*q0_tile_fn)(const int8_t *wp, size_t wps, int64_t B, const int8_t
                                   int64_t ldy, int64_t t0, int64_t T, int mode) {                              \
         if (mode == Q0_Q4) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_Q4);                            \
         else if (mode == Q0_TABLE) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_TABLE);                 \
+        else if (mode == Q0_MIN4) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_MIN4);                   \
+        else if (mode == Q0_MIN5) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_MIN5);                   \
         else q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_LANES);                                       \
     }
 Q0_TILE(1, 1)
@@ -208,7 +278,12 @@ static const q0_tile_fn q0_tiles[Q0_TR][Q0_TC] = {{q0_tile_1_1, q0_tile_1_2},
 static void q0_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T, int64_t r0,
                     int64_t r1, float *y, int64_t ldy) {
     const int64_t B = K / BD_QK8_0;
-    const size_t wps = (size_t)B * Q0_REC, aps = wps;
+    const size_t wps = (size_t)B * (q0_has_min(wtype) ? Q1_REC : Q0_REC), aps = wps;
+    const int mode = wtype == BD_TYPE_Q4_0                                  ? Q0_Q4
+                     : wtype == BD_TYPE_IQ4_NL || wtype == BD_TYPE_MXFP4 ? Q0_TABLE
+                     : wtype == BD_TYPE_Q4_1                             ? Q0_MIN4
+                     : wtype == BD_TYPE_Q5_1                             ? Q0_MIN5
+                                                                         : Q0_LANES;
     int64_t rb = (int64_t)(Q0_PREP / wps) & ~(int64_t)(Q0_TR - 1); /* >= Q0_TR: K <= Q0_MAX_K */
     if (rb > 64) rb = 64;
     int64_t tb = (int64_t)(Q0_TOK_BYTES / aps) / Q0_TC * Q0_TC;
@@ -224,10 +299,7 @@ static void q0_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, co
                 const int8_t *ap = (const int8_t *)packed + (size_t)t * aps;
                 for (int64_t r = 0; r < nr; r += Q0_TR) {
                     const int R = (int)(nr - r < Q0_TR ? nr - r : Q0_TR);
-                    q0_tiles[R - 1][C - 1](wp + (size_t)r * wps, wps, B, ap, aps, y + rs + r, ldy, t, T,
-                                           wtype == BD_TYPE_Q4_0                                  ? Q0_Q4
-                                           : wtype == BD_TYPE_IQ4_NL || wtype == BD_TYPE_MXFP4 ? Q0_TABLE
-                                                                                               : Q0_LANES);
+                    q0_tiles[R - 1][C - 1](wp + (size_t)r * wps, wps, B, ap, aps, y + rs + r, ldy, t, T, mode);
                 }
             }
         }
@@ -235,5 +307,6 @@ static void q0_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, co
 }
 
 static const bd_gemmq_ops q0_ops = {q0_pack_size, q0_pack, q0_rows, Q0_MAX_K, NULL};
+static const bd_gemmq_ops q1_ops = {q1_pack_size, q1_pack, q0_rows, Q1_MAX_K, NULL}; /* Q4_1, Q5_1 (x Q8_1) */
 
 #endif

@@ -37,7 +37,7 @@ typedef struct bd_gemmq_ops {
 /* The prompt GEMM of a weight type at the SIMD level in use (dot.h's table), or NULL. At the AVX-512 VNNI level
  * gemm_q8.c registers Q8_0, Q4_0, Q5_0 and IQ4_NL (x Q8_0), gemm_k.c the K-quants and IQ4_XS (x Q8_K),
  * gemm_b32.c Q4_1, Q5_1 (x Q8_1) and MXFP4 (x Q8_0); at the AVX2 level gemm_avx2.c all but the last three,
- * gemm_b32.c those three. */
+ * gemm_b32.c those three; on aarch64 gemm_neon.c / gemm_neon_dot.c every quantized type. */
 static inline const bd_gemmq_ops *bd_gemmq_get(uint32_t wtype) {
     const bd_dot_traits *dt = bd_dot_traits_get(wtype);
     return dt ? dt->gemm : NULL;

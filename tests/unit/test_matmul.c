@@ -204,13 +204,14 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
         CHECK(tt && dt, "type %u has traits and a dot product", wt);
         if (!tt || !dt) continue;
         /* at the AVX2 and AVX-512 levels the prompt must take an integer GEMM, not the vec_dot loop; at the
-         * aarch64 NEON levels all but Q4_1, Q5_1 (those: the vec_dot loop) */
+         * aarch64 NEON levels every quantized type */
         if ((BD_HAVE_X86 &&
              ((bd_simd() >= BD_SIMD_AVX2 && ti < n_gemm2) || (bd_simd() >= BD_SIMD_AVX512 && ti < n_gemm512))) ||
             (BD_HAVE_NEON && bd_simd() >= BD_SIMD_NEON &&
              (wt == BRAID_TYPE_Q8_0 || wt == BRAID_TYPE_Q4_0 || wt == BRAID_TYPE_Q5_0 || wt == BRAID_TYPE_Q2_K ||
               wt == BRAID_TYPE_Q3_K || wt == BRAID_TYPE_Q4_K || wt == BRAID_TYPE_Q5_K || wt == BRAID_TYPE_Q6_K ||
-              wt == BRAID_TYPE_IQ4_XS || wt == BRAID_TYPE_IQ4_NL || wt == BRAID_TYPE_MXFP4)))
+              wt == BRAID_TYPE_IQ4_XS || wt == BRAID_TYPE_IQ4_NL || wt == BRAID_TYPE_MXFP4 || wt == BRAID_TYPE_Q4_1 ||
+              wt == BRAID_TYPE_Q5_1)))
             CHECK(bd_gemmq_get(wt) != NULL, "%s: an integer GEMM at kernel level %d", tt->name, bd_simd());
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t N = shapes[si][0], K = shapes[si][1], T = shapes[si][2], ldy = N + 3;
