@@ -123,9 +123,9 @@ static int llama_run(const char *path, const bench_cfg *c, double *pp_tps, doubl
     for (int i = 0; ok && i < n_max; i++) toks[i] = bench_token(&rng, n_vocab);
     llama_memory_t mem = llama_get_memory(ctx);
 
-    /* Warm-up as braid's: a short batch and a few tokens. */
+    /* Warm-up as braid's: a full-size batch and a few tokens. */
     for (int r = -1; ok && r < c->reps; r++) {
-        int np = r < 0 ? (c->n_prompt < 32 ? c->n_prompt : 32) : c->n_prompt;
+        int np = c->n_prompt;
         int ng = r < 0 ? (c->n_gen < 4 ? c->n_gen : 4) : c->n_gen;
         if (np > 0) {
             llama_memory_clear(mem, true);

@@ -508,9 +508,9 @@ static inline braid_status bench_braid(const char *path, const bench_cfg *c, dou
     int32_t n_vocab = braid_model_n_vocab(model);
     for (int i = 0; i < n_max; i++) toks[i] = bench_token(&rng, n_vocab);
     double dt;
-    /* Warm-up: page the weights in and let the thread pool start. */
-    if (c->n_prompt > 0 && (s = bench_braid_pp(ctx, toks, c->n_prompt < 32 ? c->n_prompt : 32, &dt)) != BRAID_OK)
-        goto done;
+    /* Warm-up: page the weights in, let the thread pool start, and touch the buffers of a full-size batch once
+     * (as llama-bench's warm-up run does: the first batch of a size pays its page faults). */
+    if (c->n_prompt > 0 && (s = bench_braid_pp(ctx, toks, c->n_prompt, &dt)) != BRAID_OK) goto done;
     if (c->n_gen > 0 && (s = bench_braid_tg(ctx, toks, c->n_gen < 4 ? c->n_gen : 4, &dt)) != BRAID_OK) goto done;
     for (int r = 0; r < c->reps; r++) {
         if (c->n_prompt > 0) {
