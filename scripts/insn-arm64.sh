@@ -6,8 +6,9 @@
 # greedy tokens; (count(40) - count(8)) / 32 is the decode cost per token, with loading and the prompt
 # subtracted out. braid: `braid run --temp 0`; llama.cpp: the oracle driver's greedy command (its logits
 # output included). QEMU_CPU as test-arm64.sh (default neoverse-n1: braid's dotprod level, ggml's armv8.2_2).
-# PROMPT=1: instructions per prompt token instead: one batch of 8 and one of 72 tokens (braid bench -p N -n 0;
-# the oracle's decode of N tokens, logits of the last), (count(72) - count(8)) / 64.
+# PROMPT=1: instructions per prompt token instead: batches of 8 and of 72 tokens (braid bench -p N -n 0 -r 1,
+# which decodes the batch twice: its full-size warm-up and the measured run; the oracle's decode of N tokens,
+# logits of the last): braid (count(72) - count(8)) / 128, llama.cpp (count(72) - count(8)) / 64.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prompt=${PROMPT:-0}
@@ -36,7 +37,7 @@ while [ $# -ge 3 ]; do
             { echo "decode $n"; for ((i = 0; i < n; i++)); do echo "$((100 + i)) $i 0 $([ $i = $((n - 1)) ] && echo 1 || echo 0)"; done; } > "$dir/script"
             li[$n]=$(q "$b/tests/oracle" -m "$f" --threads 1 < "$dir/script")
         done
-        bpt=$(( (bi[72] - bi[8]) / 64 )); lpt=$(( (li[72] - li[8]) / 64 ))
+        bpt=$(( (bi[72] - bi[8]) / 128 )); lpt=$(( (li[72] - li[8]) / 64 ))
         printf '%-8s %-6s %-5s %14d %14d %7.2f  (per prompt token)\n' "$arch" "$preset" "$type" "$bpt" "$lpt" \
             "$(echo "$bpt / $lpt" | bc -l)"
         unset bi bt li
