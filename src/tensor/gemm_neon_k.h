@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "tensor/dot_impl.h"
+#include "tensor/gemm_neon_rows.h"
 #include "tensor/quant.h"
 #include "tensor/types.h"
 
@@ -38,13 +39,7 @@ typedef struct {
     float d, dmin;
 } k_rec;
 
-enum {
-    K_TR = 4,                   /* tile: weight rows */
-    K_TC = 2,                   /* tile: tokens */
-    K_PREP = 256 * 1024,        /* stack bytes of prepared rows per thread (as the x86 GEMMs) */
-    K_TOK_BYTES = 512 * 1024,   /* activations per token block (stay in L2 while the rows pass) */
-};
-#define K_MAX_K ((int64_t)(K_PREP / (K_TR * sizeof(k_rec))) * BD_QK_K)
+#define K_MAX_K ((int64_t)(NG_PREP / (NG_TR * sizeof(k_rec))) * BD_QK_K)
 
 static float k_h2f(uint16_t h) {
     __fp16 f;
@@ -66,14 +61,19 @@ static void k_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t
     }
 }
 
-/* The three types' super-blocks as k_rec (the element orders of dot_neon_q.h's kernels). */
-static void k_prep_q4(const bd_block_q4_K *x, k_rec *o) {
+/* The types' super-blocks as k_rec (the element orders of dot_neon_q.h's kernels). */
+/* Q4_K / Q5_K: the 6-bit scale and min of each 32 elements, for both its groups of 16. */
+static void k_scales45(const uint8_t *scales, k_rec *o) {
     uint64_t sc64, m64;
-    bd_unpack_scales_k4(x->scales, &sc64, &m64);
+    bd_unpack_scales_k4(scales, &sc64, &m64);
     for (int j = 0; j < 8; j++) {
         o->s16[2 * j] = o->s16[2 * j + 1] = (int8_t)(sc64 >> (8 * j));
         o->m16[2 * j] = o->m16[2 * j + 1] = (int16_t)(uint8_t)(m64 >> (8 * j));
     }
+}
+
+static void k_prep_q4(const bd_block_q4_K *x, k_rec *o) {
+    k_scales45(x->scales, o);
     for (int j = 0; j < 4; j++) /* chunk j of 64: low nibbles then high nibbles of 32 bytes */
         for (int h = 0; h < 2; h++) {
             const uint8x16_t v = vld1q_u8(x->qs + 32 * j + 16 * h);
@@ -85,12 +85,7 @@ static void k_prep_q4(const bd_block_q4_K *x, k_rec *o) {
 }
 
 static void k_prep_q5(const bd_block_q5_K *x, k_rec *o) {
-    uint64_t sc64, m64;
-    bd_unpack_scales_k4(x->scales, &sc64, &m64);
-    for (int j = 0; j < 8; j++) {
-        o->s16[2 * j] = o->s16[2 * j + 1] = (int8_t)(sc64 >> (8 * j));
-        o->m16[2 * j] = o->m16[2 * j + 1] = (int16_t)(uint8_t)(m64 >> (8 * j));
-    }
+    k_scales45(x->scales, o);
     for (int j = 0; j < 4; j++) /* chunk j: the fifth bits are bit 2j (low nibbles) and 2j+1 of qh */
         for (int i = 0; i < 32; i++) {
             o->lev[64 * j + i] = (uint8_t)((x->qs[32 * j + i] & 0x0f) | (((x->qh[i] >> (2 * j)) & 1) << 4));
@@ -156,7 +151,8 @@ static void k_prep_q3(const bd_block_q3_K *x, k_rec *o) {
 }
 
 /* Rows [0, nr) of W into wp: per row NB records. */
-static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, int64_t nr, k_rec *wp) {
+static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, int64_t nr, void *wpv) {
+    k_rec *wp = wpv;
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *row = W + (size_t)r * wrow;
         k_rec *o = wp + r * NB;
@@ -178,17 +174,17 @@ static void k_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t NB, in
 static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t aps,
                                                          float *y, int64_t ldy, int64_t t0, int64_t T, const int R,
                                                          const int C, const int KIND) {
-    float sum[K_TR][K_TC];
+    float sum[NG_TR][NG_TC];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) sum[r][c] = 0.0f;
     for (int64_t b = 0; b < NB; b++) {
-        const bd_block_q8_K *x[K_TC];
+        const bd_block_q8_K *x[NG_TC];
         for (int c = 0; c < C; c++) x[c] = (const bd_block_q8_K *)(ap + (size_t)c * aps) + b;
-        int32x4_t ai[K_TR][K_TC];
+        int32x4_t ai[NG_TR][NG_TC];
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) ai[r][c] = vdupq_n_s32(0);
         for (int g = 0; g < 16; g += 2) {
-            int8x16_t y0[K_TC], y1[K_TC];
+            int8x16_t y0[NG_TC], y1[NG_TC];
             for (int c = 0; c < C; c++) {
                 y0[c] = vld1q_s8(x[c]->qs + 16 * g);
                 y1[c] = vld1q_s8(x[c]->qs + 16 * g + 16);
@@ -242,59 +238,31 @@ static inline __attribute__((always_inline)) void k_tile(const k_rec *wp, int64_
             for (int r = 0; r < R; r++) y[(t0 + c) * ldy + r] = sum[r][c];
 }
 
-typedef void (*k_tile_fn)(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t aps, float *y, int64_t ldy,
-                          int64_t t0, int64_t T);
-#define K_TILE(KIND, R, C)                                                                                      \
-    static void k_tile_##KIND##_##R##_##C(const k_rec *wp, int64_t NB, const uint8_t *ap, size_t aps, float *y, \
-                                          int64_t ldy, int64_t t0, int64_t T) {                                 \
-        k_tile(wp, NB, ap, aps, y, ldy, t0, T, R, C, KIND);                                                     \
-    }
-#define K_TILES(KIND)                                                                                           \
-    K_TILE(KIND, 1, 1) K_TILE(KIND, 1, 2) K_TILE(KIND, 2, 1) K_TILE(KIND, 2, 2)                                 \
-    K_TILE(KIND, 3, 1) K_TILE(KIND, 3, 2) K_TILE(KIND, 4, 1) K_TILE(KIND, 4, 2)                                 \
-    static const k_tile_fn k_tiles_##KIND[K_TR][K_TC] = {{k_tile_##KIND##_1_1, k_tile_##KIND##_1_2},           \
-                                                         {k_tile_##KIND##_2_1, k_tile_##KIND##_2_2},           \
-                                                         {k_tile_##KIND##_3_1, k_tile_##KIND##_3_2},           \
-                                                         {k_tile_##KIND##_4_1, k_tile_##KIND##_4_2}};
-K_TILES(4)
-K_TILES(5)
-K_TILES(6)
-K_TILES(7)
-K_TILES(2)
-K_TILES(3)
+/* mode (the KIND) dispatched to the constant variants of k_tile, for NG_TILES. */
+static inline __attribute__((always_inline)) void k_kernel(const void *wp, size_t wps, int64_t NB, const uint8_t *ap,
+                                                           size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T,
+                                                           const int R, const int C, int mode) {
+    (void)wps; /* rows are NB records apart */
+    if (mode == 2) k_tile(wp, NB, ap, aps, y, ldy, t0, T, R, C, 2);
+    else if (mode == 3) k_tile(wp, NB, ap, aps, y, ldy, t0, T, R, C, 3);
+    else if (mode == 4) k_tile(wp, NB, ap, aps, y, ldy, t0, T, R, C, 4);
+    else if (mode == 5) k_tile(wp, NB, ap, aps, y, ldy, t0, T, R, C, 5);
+    else if (mode == 6) k_tile(wp, NB, ap, aps, y, ldy, t0, T, R, C, 6);
+    else k_tile(wp, NB, ap, aps, y, ldy, t0, T, R, C, 7);
+}
+NG_TILES(k_kernel, k_tiles)
 
-/* Rows [r0, r1): token blocks that stay in L2; for each, blocks of rows prepared on the stack that every
- * token tile of the block passes over. */
 static void k_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T, int64_t r0,
                    int64_t r1, float *y, int64_t ldy) {
     const int64_t NB = K / BD_QK_K;
-    const size_t aps = (size_t)NB * sizeof(bd_block_q8_K), wps = (size_t)NB * sizeof(k_rec);
-    const k_tile_fn(*tiles)[K_TC] = wtype == BD_TYPE_Q4_K   ? k_tiles_4
-                                    : wtype == BD_TYPE_Q5_K ? k_tiles_5
-                                    : wtype == BD_TYPE_Q6_K ? k_tiles_6
-                                    : wtype == BD_TYPE_Q2_K ? k_tiles_2
-                                    : wtype == BD_TYPE_Q3_K ? k_tiles_3
-                                                            : k_tiles_7;
-    int64_t rb = (int64_t)(K_PREP / wps) & ~(int64_t)(K_TR - 1); /* >= K_TR: K <= K_MAX_K */
-    if (rb > 64) rb = 64;
-    int64_t tb = (int64_t)(K_TOK_BYTES / aps) / K_TC * K_TC;
-    if (tb < K_TC) tb = K_TC;
-    _Alignas(64) k_rec wp[K_PREP / sizeof(k_rec)];
-    for (int64_t t0 = 0; t0 < T; t0 += tb) {
-        const int64_t t1 = t0 + tb < T ? t0 + tb : T;
-        for (int64_t rs = r0; rs < r1; rs += rb) {
-            const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
-            k_prep(wtype, W + (size_t)rs * wrow, wrow, NB, nr, wp);
-            for (int64_t t = t0; t < t1; t += K_TC) {
-                const int C = (int)(t1 - t < K_TC ? t1 - t : K_TC);
-                const uint8_t *ap = (const uint8_t *)packed + (size_t)t * aps;
-                for (int64_t r = 0; r < nr; r += K_TR) {
-                    const int R = (int)(nr - r < K_TR ? nr - r : K_TR);
-                    tiles[R - 1][C - 1](wp + r * NB, NB, ap, aps, y + rs + r, ldy, t, T);
-                }
-            }
-        }
-    }
+    const int kind = wtype == BD_TYPE_Q2_K   ? 2
+                     : wtype == BD_TYPE_Q3_K ? 3
+                     : wtype == BD_TYPE_Q4_K ? 4
+                     : wtype == BD_TYPE_Q5_K ? 5
+                     : wtype == BD_TYPE_Q6_K ? 6
+                                             : 7;
+    ng_rows(k_prep, k_tiles, kind, wtype, W, wrow, NB, (size_t)NB * sizeof(k_rec), (size_t)NB * sizeof(bd_block_q8_K),
+            packed, T, r0, r1, y, ldy);
 }
 
 static const bd_gemmq_ops k_ops = {k_pack_size, k_pack, k_rows, K_MAX_K, NULL};

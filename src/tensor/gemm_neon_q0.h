@@ -30,21 +30,18 @@
 #include <string.h>
 
 #include "tensor/dot_impl.h"
+#include "tensor/gemm_neon_rows.h"
 #include "tensor/quant.h"
 #include "tensor/types.h"
 
 #include <arm_neon.h>
 
 enum {
-    Q0_TR = 4,                   /* tile: weight rows */
-    Q0_TC = 2,                   /* tile: tokens */
-    Q0_PREP = 256 * 1024,        /* stack bytes of prepared rows per thread (as the x86 GEMMs) */
-    Q0_TOK_BYTES = 512 * 1024,   /* packed activations per token block (stay in L2 while the rows pass) */
     Q0_REC = BD_QK8_0 + 4,       /* bytes per block of a packed token or a prepared row: levels + scale */
     Q1_REC = BD_QK8_0 + 8,       /* the same for Q4_1 / Q5_1: + the row's min m, the token's s (Q8_1) */
 };
-#define Q0_MAX_K ((int64_t)(Q0_PREP / (Q0_TR * Q0_REC)) * BD_QK8_0)
-#define Q1_MAX_K ((int64_t)(Q0_PREP / (Q0_TR * Q1_REC)) * BD_QK8_0)
+#define Q0_MAX_K ((int64_t)(NG_PREP / (NG_TR * Q0_REC)) * BD_QK8_0)
+#define Q1_MAX_K ((int64_t)(NG_PREP / (NG_TR * Q1_REC)) * BD_QK8_0)
 
 static float q0_h2f(uint16_t h) {
     __fp16 f;
@@ -52,14 +49,18 @@ static float q0_h2f(uint16_t h) {
     return (float)f;
 }
 
-static size_t q0_pack_size(int64_t K, int64_t T) {
+/* Packed activations, per token: B x 32 levels, B scales d, and for Q8_1 (Q4_1 / Q5_1) then B sums s
+ * (stride B * Q0_REC or B * Q1_REC). */
+static size_t q0_pack_size_rec(int64_t K, int64_t T, size_t rec) {
     const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
-    return (size_t)groups * BD_GEMMQ_GROUP * (size_t)(K / BD_QK8_0) * Q0_REC;
+    return (size_t)groups * BD_GEMMQ_GROUP * (size_t)(K / BD_QK8_0) * rec;
 }
+static size_t q0_pack_size(int64_t K, int64_t T) { return q0_pack_size_rec(K, T, Q0_REC); }
+static size_t q1_pack_size(int64_t K, int64_t T) { return q0_pack_size_rec(K, T, Q1_REC); }
 
-static void q0_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+static void q0_pack_any(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed, int q81) {
     const int64_t B = K / BD_QK8_0;
-    const size_t aps = (size_t)B * Q0_REC;
+    const size_t aps = (size_t)B * (q81 ? Q1_REC : Q0_REC), bsz = q81 ? sizeof(bd_block_q8_1) : sizeof(bd_block_q8_0);
     for (int64_t t = g * BD_GEMMQ_GROUP; t < (g + 1) * BD_GEMMQ_GROUP; t++) {
         int8_t *o = (int8_t *)packed + (size_t)t * aps;
         float *d = (float *)(o + (size_t)B * BD_QK8_0);
@@ -67,44 +68,29 @@ static void q0_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_
             memset(o, 0, aps);
             continue;
         }
-        const bd_block_q8_0 *x = (const bd_block_q8_0 *)(xq + (size_t)t * xrow);
-        for (int64_t b = 0; b < B; b++) {
-            memcpy(o + b * BD_QK8_0, x[b].qs, BD_QK8_0);
-            d[b] = q0_h2f(x[b].d);
+        const uint8_t *x = xq + (size_t)t * xrow;
+        for (int64_t b = 0; b < B; b++, x += bsz) {
+            uint16_t h[2];
+            memcpy(h, x, sizeof h);
+            memcpy(o + b * BD_QK8_0, x + bsz - BD_QK8_0, BD_QK8_0);
+            d[b] = q0_h2f(h[0]);
+            if (q81) d[B + b] = q0_h2f(h[1]); /* Q8_1: d, s, levels */
         }
     }
 }
-
-/* Q8_1 activations (Q4_1 / Q5_1): per token B x 32 levels, B scales d, then B sums s (stride B * Q1_REC). */
-static size_t q1_pack_size(int64_t K, int64_t T) {
-    const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
-    return (size_t)groups * BD_GEMMQ_GROUP * (size_t)(K / BD_QK8_0) * Q1_REC;
+static void q0_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
+    q0_pack_any(xq, xrow, K, T, g, packed, 0);
 }
-
 static void q1_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_t g, void *packed) {
-    const int64_t B = K / BD_QK8_0;
-    const size_t aps = (size_t)B * Q1_REC;
-    for (int64_t t = g * BD_GEMMQ_GROUP; t < (g + 1) * BD_GEMMQ_GROUP; t++) {
-        int8_t *o = (int8_t *)packed + (size_t)t * aps;
-        float *d = (float *)(o + (size_t)B * BD_QK8_0);
-        if (t >= T) {
-            memset(o, 0, aps);
-            continue;
-        }
-        const bd_block_q8_1 *x = (const bd_block_q8_1 *)(xq + (size_t)t * xrow);
-        for (int64_t b = 0; b < B; b++) {
-            memcpy(o + b * BD_QK8_0, x[b].qs, BD_QK8_0);
-            d[b] = q0_h2f(x[b].d);
-            d[B + b] = q0_h2f(x[b].s);
-        }
-    }
+    q0_pack_any(xq, xrow, K, T, g, packed, 1);
 }
 
 static int q0_has_min(uint32_t wtype) { return wtype == BD_TYPE_Q4_1 || wtype == BD_TYPE_Q5_1; }
 
 /* Rows [0, nr) of W into wp: per row B x 32 levels, then B scales, for Q4_1 / Q5_1 then B mins (row stride
  * B * Q0_REC or B * Q1_REC). */
-static void q0_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, int8_t *wp) {
+static void q0_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, void *wpv) {
+    int8_t *wp = wpv;
     const size_t rec = q0_has_min(wtype) ? Q1_REC : Q0_REC;
     for (int64_t r = 0; r < nr; r++) {
         int8_t *o = wp + (size_t)r * (size_t)B * rec;
@@ -188,20 +174,20 @@ enum { Q0_LANES, Q0_Q4, Q0_TABLE, Q0_MIN4, Q0_MIN5 };
 static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap,
                                                           size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T,
                                                           const int R, const int C, const int mode) {
-    float m[Q0_TR][Q0_TC] = {{0}}, m1[Q0_TR][Q0_TC] = {{0}};
-    int32_t i0[Q0_TR][Q0_TC] = {{0}}; /* Q0_TABLE: the even block's sums */
-    float32x4_t acc[2][Q0_TR][Q0_TC];
+    float m[NG_TR][NG_TC] = {{0}}, m1[NG_TR][NG_TC] = {{0}};
+    int32_t i0[NG_TR][NG_TC] = {{0}}; /* Q0_TABLE: the even block's sums */
+    float32x4_t acc[2][NG_TR][NG_TC];
     for (int h = 0; h < 2; h++)
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C; c++) acc[h][r][c] = vdupq_n_f32(0);
-    const float *wd[Q0_TR], *xd[Q0_TC];
+    const float *wd[NG_TR], *xd[NG_TC];
     for (int r = 0; r < R; r++) wd[r] = (const float *)(wp + (size_t)r * wps + (size_t)B * BD_QK8_0);
     for (int c = 0; c < C; c++) xd[c] = (const float *)(ap + (size_t)c * aps + (size_t)B * BD_QK8_0);
     int64_t b = 0;
     for (; b + 1 < B; b += 2) {
         for (int h = 0; h < 2; h++) {
             const int64_t o = (b + h) * BD_QK8_0;
-            int8x16_t xl[Q0_TC], xh[Q0_TC];
+            int8x16_t xl[NG_TC], xh[NG_TC];
             for (int c = 0; c < C; c++) {
                 xl[c] = vld1q_s8(ap + (size_t)c * aps + o);
                 xh[c] = vld1q_s8(ap + (size_t)c * aps + o + 16);
@@ -249,61 +235,29 @@ static inline __attribute__((always_inline)) void q0_tile(const int8_t *wp, size
     }
 }
 
-typedef void (*q0_tile_fn)(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap, size_t aps, float *y,
-                           int64_t ldy, int64_t t0, int64_t T, int mode);
-#define Q0_TILE(R, C)                                                                                           \
-    static void q0_tile_##R##_##C(const int8_t *wp, size_t wps, int64_t B, const int8_t *ap, size_t aps, float *y, \
-                                  int64_t ldy, int64_t t0, int64_t T, int mode) {                              \
-        if (mode == Q0_Q4) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_Q4);                            \
-        else if (mode == Q0_TABLE) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_TABLE);                 \
-        else if (mode == Q0_MIN4) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_MIN4);                   \
-        else if (mode == Q0_MIN5) q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_MIN5);                   \
-        else q0_tile(wp, wps, B, ap, aps, y, ldy, t0, T, R, C, Q0_LANES);                                       \
-    }
-Q0_TILE(1, 1)
-Q0_TILE(1, 2)
-Q0_TILE(2, 1)
-Q0_TILE(2, 2)
-Q0_TILE(3, 1)
-Q0_TILE(3, 2)
-Q0_TILE(4, 1)
-Q0_TILE(4, 2)
-static const q0_tile_fn q0_tiles[Q0_TR][Q0_TC] = {{q0_tile_1_1, q0_tile_1_2},
-                                                  {q0_tile_2_1, q0_tile_2_2},
-                                                  {q0_tile_3_1, q0_tile_3_2},
-                                                  {q0_tile_4_1, q0_tile_4_2}};
+/* The mode dispatched to the constant variants of q0_tile, for NG_TILES. */
+static inline __attribute__((always_inline)) void q0_kernel(const void *wp, size_t wps, int64_t B, const uint8_t *ap,
+                                                            size_t aps, float *y, int64_t ldy, int64_t t0, int64_t T,
+                                                            const int R, const int C, int mode) {
+    const int8_t *w = wp, *a = (const int8_t *)ap;
+    if (mode == Q0_Q4) q0_tile(w, wps, B, a, aps, y, ldy, t0, T, R, C, Q0_Q4);
+    else if (mode == Q0_TABLE) q0_tile(w, wps, B, a, aps, y, ldy, t0, T, R, C, Q0_TABLE);
+    else if (mode == Q0_MIN4) q0_tile(w, wps, B, a, aps, y, ldy, t0, T, R, C, Q0_MIN4);
+    else if (mode == Q0_MIN5) q0_tile(w, wps, B, a, aps, y, ldy, t0, T, R, C, Q0_MIN5);
+    else q0_tile(w, wps, B, a, aps, y, ldy, t0, T, R, C, Q0_LANES);
+}
+NG_TILES(q0_kernel, q0_tiles)
 
-/* Rows [r0, r1): token blocks that stay in L2, and for each, blocks of rows prepared on the stack (L1 / L2)
- * that every token tile of the block passes over. */
 static void q0_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T, int64_t r0,
                     int64_t r1, float *y, int64_t ldy) {
     const int64_t B = K / BD_QK8_0;
-    const size_t wps = (size_t)B * (q0_has_min(wtype) ? Q1_REC : Q0_REC), aps = wps;
+    const size_t rec = q0_has_min(wtype) ? Q1_REC : Q0_REC;
     const int mode = wtype == BD_TYPE_Q4_0                                  ? Q0_Q4
                      : wtype == BD_TYPE_IQ4_NL || wtype == BD_TYPE_MXFP4 ? Q0_TABLE
                      : wtype == BD_TYPE_Q4_1                             ? Q0_MIN4
                      : wtype == BD_TYPE_Q5_1                             ? Q0_MIN5
                                                                          : Q0_LANES;
-    int64_t rb = (int64_t)(Q0_PREP / wps) & ~(int64_t)(Q0_TR - 1); /* >= Q0_TR: K <= Q0_MAX_K */
-    if (rb > 64) rb = 64;
-    int64_t tb = (int64_t)(Q0_TOK_BYTES / aps) / Q0_TC * Q0_TC;
-    if (tb < Q0_TC) tb = Q0_TC;
-    _Alignas(64) int8_t wp[Q0_PREP];
-    for (int64_t t0 = 0; t0 < T; t0 += tb) {
-        const int64_t t1 = t0 + tb < T ? t0 + tb : T;
-        for (int64_t rs = r0; rs < r1; rs += rb) {
-            const int64_t nr = r1 - rs < rb ? r1 - rs : rb;
-            q0_prep(wtype, W + (size_t)rs * wrow, wrow, B, nr, wp);
-            for (int64_t t = t0; t < t1; t += Q0_TC) {
-                const int C = (int)(t1 - t < Q0_TC ? t1 - t : Q0_TC);
-                const int8_t *ap = (const int8_t *)packed + (size_t)t * aps;
-                for (int64_t r = 0; r < nr; r += Q0_TR) {
-                    const int R = (int)(nr - r < Q0_TR ? nr - r : Q0_TR);
-                    q0_tiles[R - 1][C - 1](wp + (size_t)r * wps, wps, B, ap, aps, y + rs + r, ldy, t, T, mode);
-                }
-            }
-        }
-    }
+    ng_rows(q0_prep, q0_tiles, mode, wtype, W, wrow, B, (size_t)B * rec, (size_t)B * rec, packed, T, r0, r1, y, ldy);
 }
 
 static const bd_gemmq_ops q0_ops = {q0_pack_size, q0_pack, q0_rows, Q0_MAX_K, NULL};
