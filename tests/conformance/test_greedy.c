@@ -4,13 +4,15 @@
  * braid run's K/V cache type, F16).
  *
  * Files: a random-weight qwen35 F32 file with the real qwen35 vocabulary; the trained built-in model
- * (models/kjv-qwen35-q8_0.gguf: Q8_0 matrices, clear margins between its top tokens); a random qwen35 Q4_K file.
+ * (models/kjv-qwen35-q8_0.gguf: Q8_0 matrices, clear margins between its top tokens); a random qwen35 Q4_K file
+ * and the Q4_K_M mix of a random F16 one (braid_model_quantize: llama-quantize's per-tensor types and bytes).
  * On random weights the top two logits are often within float rounding of each other, so a quantized random
  * file is only held to its first tokens where braid does not claim the whole pair bit-identical (oracle_cpu.h):
- * MIN_SAME_QUANT_RANDOM tokens (printed: how far the two agree; measured 8 of 24 on x86 at avx512 vs zen4 and
- * avx2 vs haswell, and on arm64 at dotprod vs armv8.2_2). F32 and the trained Q8_0 file must agree on
- * every token. Runs natively and under qemu-aarch64 (scripts/test-arm64.sh), where it is the check that the
- * emulated arm64 build generates llama.cpp's arm64 tokens. */
+ * MIN_SAME_QUANT_RANDOM tokens (printed: how far the two agree; measured for Q4_K 8 of 24 on x86 at avx512 vs
+ * zen4 and avx2 vs haswell, and on arm64 at dotprod vs armv8.2_2; for Q4_K_M 17 at avx512 vs zen4, 10 at
+ * dotprod vs armv8.2_2; the medium Q4_K_M file makes this test ~2 minutes under qemu). F32 and the trained
+ * Q8_0 file must agree on every token. Runs natively and under qemu-aarch64 (scripts/test-arm64.sh), where it
+ * is the check that the emulated arm64 build generates llama.cpp's arm64 tokens. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,9 +107,11 @@ int main(void) {
         perror("mkdtemp");
         return 1;
     }
-    char f32[600], q4k[600], kjv[1200];
+    char f32[600], q4k[600], f16[600], q4km[600], kjv[1200];
     snprintf(f32, sizeof f32, "%s/f32.gguf", dir);
     snprintf(q4k, sizeof q4k, "%s/q4_k.gguf", dir);
+    snprintf(f16, sizeof f16, "%s/f16.gguf", dir);
+    snprintf(q4km, sizeof q4km, "%s/q4_k_m.gguf", dir);
     snprintf(kjv, sizeof kjv, "%s/models/kjv-qwen35-q8_0.gguf", test_env("BRAID_SOURCE_DIR", "."));
     gen_params p;
     gen_params_default(&p);
@@ -119,13 +123,20 @@ int main(void) {
     p.type = BRAID_TYPE_Q4_K;
     p.std = 0.5f; /* wider logit margins: fewer near-ties between the top two tokens */
     CHECK_STATUS(gen_model_write(&p, q4k, NULL), BRAID_OK);
+    p.preset = "medium"; /* n_embd 256: K-quant rows (small's 128 fall back to Q5_0 / Q8_0) */
+    p.type = BRAID_TYPE_F16;
+    CHECK_STATUS(gen_model_write(&p, f16, NULL), BRAID_OK);
+    CHECK_STATUS(braid_model_quantize(f16, q4km, "Q4_K_M"), BRAID_OK);
 
     check_file("qwen35 tiny F32 (random)", f32, "The quick brown fox", 1);
     check_file("kjv-qwen35 Q8_0 (trained)", kjv, "In the beginning God created", 1);
     check_file("kjv-qwen35 Q8_0 (trained), 2nd prompt", kjv, "And the LORD said unto Moses", 1);
     check_file("qwen35 small Q4_K (random)", q4k, "The quick brown fox", 0);
+    check_file("qwen35 medium Q4_K_M (random)", q4km, "The quick brown fox", 0);
     unlink(f32);
     unlink(q4k);
+    unlink(f16);
+    unlink(q4km);
     rmdir(dir);
     TEST_MAIN_END();
 }
