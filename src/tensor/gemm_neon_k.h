@@ -25,6 +25,7 @@
 
 #include "tensor/dot_impl.h"
 #include "tensor/gemm_neon_rows.h"
+#include "tensor/neon_blocks.h"
 #include "tensor/quant.h"
 #include "tensor/types.h"
 
@@ -40,12 +41,6 @@ typedef struct {
 } k_rec;
 
 #define K_MAX_K ((int64_t)(NG_PREP / (NG_TR * sizeof(k_rec))) * BD_QK_K)
-
-static float k_h2f(uint16_t h) {
-    __fp16 f;
-    memcpy(&f, &h, sizeof f);
-    return (float)f;
-}
 
 static size_t k_pack_size(int64_t K, int64_t T) {
     const int64_t groups = (T + BD_GEMMQ_GROUP - 1) / BD_GEMMQ_GROUP;
@@ -80,8 +75,8 @@ static void k_prep_q4(const bd_block_q4_K *x, k_rec *o) {
             vst1q_u8(o->lev + 64 * j + 16 * h, vandq_u8(v, vdupq_n_u8(0x0f)));
             vst1q_u8(o->lev + 64 * j + 32 + 16 * h, vshrq_n_u8(v, 4));
         }
-    o->d = k_h2f(x->d);
-    o->dmin = k_h2f(x->dmin);
+    o->d = neon_h2f(x->d);
+    o->dmin = neon_h2f(x->dmin);
 }
 
 static void k_prep_q5(const bd_block_q5_K *x, k_rec *o) {
@@ -91,8 +86,8 @@ static void k_prep_q5(const bd_block_q5_K *x, k_rec *o) {
             o->lev[64 * j + i] = (uint8_t)((x->qs[32 * j + i] & 0x0f) | (((x->qh[i] >> (2 * j)) & 1) << 4));
             o->lev[64 * j + 32 + i] = (uint8_t)((x->qs[32 * j + i] >> 4) | (((x->qh[i] >> (2 * j + 1)) & 1) << 4));
         }
-    o->d = k_h2f(x->d);
-    o->dmin = k_h2f(x->dmin);
+    o->d = neon_h2f(x->d);
+    o->dmin = neon_h2f(x->dmin);
 }
 
 static void k_prep_q6(const bd_block_q6_K *x, k_rec *o) {
@@ -107,7 +102,7 @@ static void k_prep_q6(const bd_block_q6_K *x, k_rec *o) {
             l[96 + i] = (uint8_t)((ql[32 + i] >> 4) | (((qh[i] >> 6) & 3) << 4));
         }
     }
-    o->d = k_h2f(x->d);
+    o->d = neon_h2f(x->d);
     o->dmin = 0.0f;
 }
 
@@ -120,7 +115,7 @@ static void k_prep_iq4xs(const bd_block_iq4_xs *x, k_rec *o) {
         vst1q_s8((int8_t *)o->lev + 32 * j + 16, vqtbl1q_s8(values, vshrq_n_u8(v, 4)));
     }
     memset(o->m16, 0, sizeof o->m16);
-    o->d = k_h2f(x->d);
+    o->d = neon_h2f(x->d);
     o->dmin = 0.0f;
 }
 
@@ -139,14 +134,14 @@ static void k_prep_q23(const uint8_t *qs, const uint8_t *hmask, k_rec *o) {
 static void k_prep_q2(const bd_block_q2_K *x, k_rec *o) {
     k_prep_q23(x->qs, NULL, o);
     for (int k = 0; k < 16; k++) o->s16[k] = (int8_t)(x->scales[k] & 15), o->m16[k] = (int16_t)(x->scales[k] >> 4);
-    o->d = k_h2f(x->d);
-    o->dmin = k_h2f(x->dmin);
+    o->d = neon_h2f(x->d);
+    o->dmin = neon_h2f(x->dmin);
 }
 
 static void k_prep_q3(const bd_block_q3_K *x, k_rec *o) {
     k_prep_q23(x->qs, x->hmask, o);
     for (int k = 0; k < 16; k++) o->s16[k] = (int8_t)bd_q3_K_scale(x->scales, k), o->m16[k] = 0;
-    o->d = k_h2f(x->d);
+    o->d = neon_h2f(x->d);
     o->dmin = 0.0f;
 }
 

@@ -31,6 +31,7 @@
 
 #include "tensor/dot_impl.h"
 #include "tensor/gemm_neon_rows.h"
+#include "tensor/neon_blocks.h"
 #include "tensor/quant.h"
 #include "tensor/types.h"
 
@@ -42,12 +43,6 @@ enum {
 };
 #define Q0_MAX_K ((int64_t)(NG_PREP / (NG_TR * Q0_REC)) * BD_QK8_0)
 #define Q1_MAX_K ((int64_t)(NG_PREP / (NG_TR * Q1_REC)) * BD_QK8_0)
-
-static float q0_h2f(uint16_t h) {
-    __fp16 f;
-    memcpy(&f, &h, sizeof f);
-    return (float)f;
-}
 
 /* Packed activations, per token: B x 32 levels, B scales d, and for Q8_1 (Q4_1 / Q5_1) then B sums s
  * (stride B * Q0_REC or B * Q1_REC). */
@@ -73,8 +68,8 @@ static void q0_pack_any(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, in
             uint16_t h[2];
             memcpy(h, x, sizeof h);
             memcpy(o + b * BD_QK8_0, x + bsz - BD_QK8_0, BD_QK8_0);
-            d[b] = q0_h2f(h[0]);
-            if (q81) d[B + b] = q0_h2f(h[1]); /* Q8_1: d, s, levels */
+            d[b] = neon_h2f(h[0]);
+            if (q81) d[B + b] = neon_h2f(h[1]); /* Q8_1: d, s, levels */
         }
     }
 }
@@ -85,74 +80,22 @@ static void q1_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_t T, int64_
     q0_pack_any(xq, xrow, K, T, g, packed, 1);
 }
 
-static int q0_has_min(uint32_t wtype) { return wtype == BD_TYPE_Q4_1 || wtype == BD_TYPE_Q5_1; }
-
-/* Rows [0, nr) of W into wp: per row B x 32 levels, then B scales, for Q4_1 / Q5_1 then B mins (row stride
- * B * Q0_REC or B * Q1_REC). */
+/* Rows [0, nr) of W into wp: per row B x 32 levels (neon_b32_levels: Q4_0 nibble - 8, Q5_0 - 16, the table
+ * types' values), then B scales, for Q4_1 / Q5_1 then B mins (row stride B * Q0_REC or B * Q1_REC). */
 static void q0_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, void *wpv) {
-    int8_t *wp = wpv;
-    const size_t rec = q0_has_min(wtype) ? Q1_REC : Q0_REC;
+    const int kind = neon_b32_kind(wtype), has_min = neon_b32_has_min(kind);
+    const size_t bsz = neon_b32_size(kind), rec = has_min ? Q1_REC : Q0_REC;
     for (int64_t r = 0; r < nr; r++) {
-        int8_t *o = wp + (size_t)r * (size_t)B * rec;
+        int8_t *o = (int8_t *)wpv + (size_t)r * (size_t)B * rec;
         float *d = (float *)(o + (size_t)B * BD_QK8_0);
-        if (wtype == BD_TYPE_Q8_0) {
-            const bd_block_q8_0 *x = (const bd_block_q8_0 *)(W + (size_t)r * wrow);
-            for (int64_t b = 0; b < B; b++) {
-                memcpy(o + b * BD_QK8_0, x[b].qs, BD_QK8_0);
-                d[b] = q0_h2f(x[b].d);
-            }
-        } else if (wtype == BD_TYPE_Q5_0) { /* Q4_0's nibbles plus a fifth bit (bit j of qh for element j), - 16 */
-            const bd_block_q5_0 *x = (const bd_block_q5_0 *)(W + (size_t)r * wrow);
-            for (int64_t b = 0; b < B; b++) {
-                uint32_t qh;
-                memcpy(&qh, x[b].qh, 4);
-                for (int j = 0; j < 16; j++) {
-                    o[b * BD_QK8_0 + j] = (int8_t)(((x[b].qs[j] & 0x0f) | (((qh >> j) & 1) << 4)) - 16);
-                    o[b * BD_QK8_0 + 16 + j] = (int8_t)(((x[b].qs[j] >> 4) | (((qh >> (16 + j)) & 1) << 4)) - 16);
-                }
-                d[b] = q0_h2f(x[b].d);
-            }
-        } else if (wtype == BD_TYPE_Q4_1) { /* unsigned nibbles, as Q4_0's */
-            const bd_block_q4_1 *x = (const bd_block_q4_1 *)(W + (size_t)r * wrow);
-            for (int64_t b = 0; b < B; b++) {
-                const uint8x16_t v = vld1q_u8(x[b].qs);
-                vst1q_s8(o + b * BD_QK8_0, vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))));
-                vst1q_s8(o + b * BD_QK8_0 + 16, vreinterpretq_s8_u8(vshrq_n_u8(v, 4)));
-                d[b] = q0_h2f(x[b].d);
-                d[B + b] = q0_h2f(x[b].m);
-            }
-        } else if (wtype == BD_TYPE_Q5_1) { /* Q4_1's nibbles plus Q5_0's fifth bit, unsigned */
-            const bd_block_q5_1 *x = (const bd_block_q5_1 *)(W + (size_t)r * wrow);
-            for (int64_t b = 0; b < B; b++) {
-                uint32_t qh;
-                memcpy(&qh, x[b].qh, 4);
-                for (int j = 0; j < 16; j++) {
-                    o[b * BD_QK8_0 + j] = (int8_t)((x[b].qs[j] & 0x0f) | (((qh >> j) & 1) << 4));
-                    o[b * BD_QK8_0 + 16 + j] = (int8_t)((x[b].qs[j] >> 4) | (((qh >> (16 + j)) & 1) << 4));
-                }
-                d[b] = q0_h2f(x[b].d);
-                d[B + b] = q0_h2f(x[b].m);
-            }
-        } else if (wtype == BD_TYPE_IQ4_NL || wtype == BD_TYPE_MXFP4) { /* nibbles into a table, as Q4_0's */
-            const int8x16_t values = vld1q_s8(wtype == BD_TYPE_MXFP4 ? bd_kvalues_mxfp4 : bd_kvalues_iq4nl);
-            const size_t bsz = wtype == BD_TYPE_MXFP4 ? sizeof(bd_block_mxfp4) : sizeof(bd_block_iq4_nl);
-            for (int64_t b = 0; b < B; b++) {
-                const uint8_t *blk = W + (size_t)r * wrow + (size_t)b * bsz;
-                uint16_t h;
-                memcpy(&h, blk, 2);
-                const uint8x16_t v = vld1q_u8(blk + bsz - 16);
-                vst1q_s8(o + b * BD_QK8_0, vqtbl1q_s8(values, vandq_u8(v, vdupq_n_u8(0x0f))));
-                vst1q_s8(o + b * BD_QK8_0 + 16, vqtbl1q_s8(values, vshrq_n_u8(v, 4)));
-                d[b] = wtype == BD_TYPE_MXFP4 ? bd_e8m0_to_fp32_half(blk[0]) : q0_h2f(h);
-            }
-        } else { /* Q4_0: elements 0..15 in the low nibbles, 16..31 in the high ones */
-            const bd_block_q4_0 *x = (const bd_block_q4_0 *)(W + (size_t)r * wrow);
-            for (int64_t b = 0; b < B; b++) {
-                const uint8x16_t v = vld1q_u8(x[b].qs);
-                vst1q_s8(o + b * BD_QK8_0, vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), vdupq_n_s8(8)));
-                vst1q_s8(o + b * BD_QK8_0 + 16, vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), vdupq_n_s8(8)));
-                d[b] = q0_h2f(x[b].d);
-            }
+        const uint8_t *blk = W + (size_t)r * wrow;
+        for (int64_t b = 0; b < B; b++, blk += bsz) {
+            int8x16_t lo, hi;
+            neon_b32_levels(blk, kind, &lo, &hi);
+            vst1q_s8(o + b * BD_QK8_0, lo);
+            vst1q_s8(o + b * BD_QK8_0 + 16, hi);
+            d[b] = neon_b32_d(blk, kind);
+            if (has_min) d[B + b] = neon_ld_h2f(blk + 2); /* Q4_1, Q5_1: m after d */
         }
     }
 }
@@ -251,12 +194,13 @@ NG_TILES(q0_kernel, q0_tiles)
 static void q0_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, const void *packed, int64_t T, int64_t r0,
                     int64_t r1, float *y, int64_t ldy) {
     const int64_t B = K / BD_QK8_0;
-    const size_t rec = q0_has_min(wtype) ? Q1_REC : Q0_REC;
-    const int mode = wtype == BD_TYPE_Q4_0                                  ? Q0_Q4
-                     : wtype == BD_TYPE_IQ4_NL || wtype == BD_TYPE_MXFP4 ? Q0_TABLE
-                     : wtype == BD_TYPE_Q4_1                             ? Q0_MIN4
-                     : wtype == BD_TYPE_Q5_1                             ? Q0_MIN5
-                                                                         : Q0_LANES;
+    const int kind = neon_b32_kind(wtype);
+    const size_t rec = neon_b32_has_min(kind) ? Q1_REC : Q0_REC;
+    const int mode = kind == NEON_Q4_0               ? Q0_Q4
+                     : neon_b32_is_table(kind)      ? Q0_TABLE
+                     : kind == NEON_Q4_1            ? Q0_MIN4
+                     : kind == NEON_Q5_1            ? Q0_MIN5
+                                                    : Q0_LANES;
     ng_rows(q0_prep, q0_tiles, mode, wtype, W, wrow, B, (size_t)B * rec, (size_t)B * rec, packed, T, r0, r1, y, ldy);
 }
 
