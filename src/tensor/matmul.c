@@ -66,8 +66,9 @@ static void mm_f32_rows_scalar(const mm_f32 *a, int64_t r0, int64_t r1) {
     }
 }
 
+#define MM_INLINE static inline __attribute__((always_inline)) /* the tile kernels' shapes */
+
 #if BD_HAVE_X86
-#define MM_INLINE static inline __attribute__((always_inline))
 
 /* Horizontal sums with one fixed tree for every lane set: s1[j] = v[j] + v[j+8], s2[i] = s1[i] + s1[i+4],
  * s3[i] = s2[i] + s2[i+2], sum = s3[0] + s3[1]. hsum512 does it for one vector, hsum512x16 for 16 at once
@@ -199,8 +200,6 @@ BD_TARGET_AVX2 static void mk256_1x1(const float *W, int64_t ldw, int64_t K, con
                                int64_t ldy, int add) {
     mk256(W, ldw, K, x, ldx, y, ldy, add, 1, 1);
 }
-
-
 #endif
 
 #if BD_HAVE_NEON
@@ -208,7 +207,6 @@ BD_TARGET_AVX2 static void mk256_1x1(const float *W, int64_t ldw, int64_t K, con
  * ones, with the activations as they are, in the builds without FP16 arithmetic): per output one float32x4
  * chain of fused multiply-adds over K (K % 4 == 0, mm_f32_tiles), then vaddvq's (a0 + a1) + (a2 + a3). Their
  * tile is 4 rows x 6 tokens in the 32 vector registers; braid's is 4 x 4 (the order per output is the same). */
-#define MM_INLINE static inline __attribute__((always_inline))
 MM_INLINE void mk128(const float *W, int64_t ldw, int64_t K, const float *x, int64_t ldx, float *y, int64_t ldy,
                      int add, const int R, const int C) {
     float32x4_t acc[4][4]; /* (the full 4 x 4 tile is mk128_4x4) */
