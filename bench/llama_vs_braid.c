@@ -6,7 +6,9 @@
  * BRAID_GGML_CPU=haswell runs the AVX2 pair on an AVX-512 machine (BRAID_AVX_VNNI=0: braid without AVX-VNNI,
  * as on a CPU that lacks it). llama.cpp runs with its default model and context settings (that is what
  * users run; on this CPU they repack weights for AMX), except the thread count and a context of -p + -n.
- * Each engine is loaded, measured and freed before the other starts, so their thread pools never compete.
+ * Both engines are loaded (and warmed up) first; then the repetitions alternate between them, and the ratio is
+ * the median of the per-repetition ratios: on a shared host whose speed drifts, a ratio of two engines
+ * measured minutes apart says more about the drift than about the engines.
  * See tools/bench_util.h for how braid's figures, the bandwidth and the bytes per token are taken;
  * scripts/bench.sh generates the models and runs this on each. */
 #if !__has_include("llama.h")
@@ -98,10 +100,46 @@ static braid_status weight_bytes(const char *path, bench_weights *out) {
     return BRAID_OK;
 }
 
-static int llama_run(const char *path, const bench_cfg *c, double *pp_tps, double *tg_tps) {
+/* llama.cpp loaded for a benchmark, as bench_braid_state is for braid (bench_util.h): open loads the model,
+ * makes the context and runs the same warm-up (a full-size batch and a few tokens), rep measures one
+ * repetition, close frees what open made. */
+typedef struct {
+    struct llama_model *model;
+    struct llama_context *ctx;
+    llama_token *toks;
+} llama_state;
+
+static int llama_rep(llama_state *l, const bench_cfg *c, int n_gen, double *pp_tps, double *tg_tps) {
+    llama_memory_t mem = llama_get_memory(l->ctx);
+    if (c->n_prompt > 0) {
+        llama_memory_clear(mem, true);
+        double t0 = bench_now();
+        if (llama_decode(l->ctx, llama_batch_get_one(l->toks, c->n_prompt)) != 0) return 0;
+        llama_synchronize(l->ctx);
+        *pp_tps = c->n_prompt / (bench_now() - t0);
+    }
+    if (n_gen > 0) {
+        llama_memory_clear(mem, true);
+        double t0 = bench_now();
+        for (int i = 0; i < n_gen; i++)
+            if (llama_decode(l->ctx, llama_batch_get_one(&l->toks[i], 1)) != 0) return 0;
+        llama_synchronize(l->ctx);
+        *tg_tps = n_gen / (bench_now() - t0);
+    }
+    return 1;
+}
+
+static void llama_close(llama_state *l) {
+    free(l->toks);
+    if (l->ctx) llama_free(l->ctx);
+    if (l->model) llama_model_free(l->model);
+    memset(l, 0, sizeof *l);
+}
+
+static int llama_open(const char *path, const bench_cfg *c, llama_state *l) {
+    memset(l, 0, sizeof *l);
     struct llama_model_params mp = llama_model_default_params();
-    struct llama_model *model = llama_model_load_from_file(path, mp);
-    if (!model) {
+    if (!(l->model = llama_model_load_from_file(path, mp))) {
         fprintf(stderr, "llama.cpp cannot load %s\n", path);
         return 0;
     }
@@ -109,44 +147,39 @@ static int llama_run(const char *path, const bench_cfg *c, double *pp_tps, doubl
     cp.n_ctx = (uint32_t)(c->n_prompt + c->n_gen);
     cp.n_threads = c->n_threads;
     cp.n_threads_batch = c->n_threads;
-    struct llama_context *ctx = llama_init_from_model(model, cp);
-    if (!ctx) {
+    if (!(l->ctx = llama_init_from_model(l->model, cp))) {
         fprintf(stderr, "llama.cpp cannot create a context\n");
-        llama_model_free(model);
         return 0;
     }
     int n_max = c->n_prompt > c->n_gen ? c->n_prompt : c->n_gen;
-    llama_token *toks = malloc((size_t)(n_max > 0 ? n_max : 1) * sizeof *toks);
-    int ok = toks != NULL;
+    if (!(l->toks = malloc((size_t)(n_max > 0 ? n_max : 1) * sizeof *l->toks))) return 0;
     uint64_t rng = c->seed;
-    int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
-    for (int i = 0; ok && i < n_max; i++) toks[i] = bench_token(&rng, n_vocab);
-    llama_memory_t mem = llama_get_memory(ctx);
-
-    /* Warm-up as braid's: a full-size batch and a few tokens. */
-    for (int r = -1; ok && r < c->reps; r++) {
-        int np = c->n_prompt;
-        int ng = r < 0 ? (c->n_gen < 4 ? c->n_gen : 4) : c->n_gen;
-        if (np > 0) {
-            llama_memory_clear(mem, true);
-            double t0 = bench_now();
-            ok = llama_decode(ctx, llama_batch_get_one(toks, np)) == 0;
-            llama_synchronize(ctx);
-            if (r >= 0) pp_tps[r] = np / (bench_now() - t0);
-        }
-        if (ng > 0 && ok) {
-            llama_memory_clear(mem, true);
-            double t0 = bench_now();
-            for (int i = 0; ok && i < ng; i++) ok = llama_decode(ctx, llama_batch_get_one(&toks[i], 1)) == 0;
-            llama_synchronize(ctx);
-            if (r >= 0) tg_tps[r] = ng / (bench_now() - t0);
-        }
+    int32_t n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(l->model));
+    for (int i = 0; i < n_max; i++) l->toks[i] = bench_token(&rng, n_vocab);
+    double pp, tg;
+    if (!llama_rep(l, c, c->n_gen < 4 ? c->n_gen : 4, &pp, &tg)) {
+        fprintf(stderr, "llama.cpp: decode failed\n");
+        return 0;
     }
-    if (!ok) fprintf(stderr, "llama.cpp: decode failed\n");
-    free(toks);
-    llama_free(ctx);
-    llama_model_free(model);
-    return ok;
+    return 1;
+}
+
+/* The median of the per-repetition ratios a[r] / b[r] (0 where b[r] is 0): each ratio compares runs made
+ * seconds apart, so it holds when the machine's speed drifts between repetitions, which a ratio of means
+ * does not. */
+static double paired_ratio(const double *a, const double *b, int n) {
+    double v[100];
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (b[i] > 0) v[m++] = a[i] / b[i];
+    if (m == 0) return 0.0;
+    for (int i = 1; i < m; i++)
+        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
 }
 
 static void usage(FILE *f) {
@@ -203,17 +236,18 @@ int main(int argc, char **argv) {
 
     double bpp[100] = {0}, btg[100] = {0}, lpp[100] = {0}, ltg[100] = {0};
     int failed = 0; /* an engine that fails is reported with zeros and makes the exit code 1 */
-    if (run_braid) {
-        s = bench_braid(path, &c, bpp, btg);
-        if (s != BRAID_OK) {
-            fprintf(stderr, "braid: %s: %s\n", braid_status_name(s), braid_last_error());
-            failed = 1;
-        }
+    bench_braid_state bs = {0};
+    llama_state ls = {0};
+    if (run_braid && (s = bench_braid_open(path, &c, &bs)) != BRAID_OK) {
+        fprintf(stderr, "braid: %s: %s\n", braid_status_name(s), braid_last_error());
+        failed = 1;
+        run_braid = 0;
     }
     if (run_llama) {
         char dir[4096];
         if (!oracle_lib_dir(dir, sizeof dir)) {
             fprintf(stderr, "cannot find llama.cpp's library directory (set BRAID_ORACLE_DIR)\n");
+            bench_braid_close(&bs);
             return 1;
         }
         llama_log_set(quiet_log, NULL);
@@ -222,14 +256,38 @@ int main(int argc, char **argv) {
         if (ggml_variant_pick(dir, cpu, sizeof cpu, cpu_name, sizeof cpu_name, why, sizeof why) != GGML_VARIANT_OK ||
             !ggml_backend_load(cpu)) {
             fprintf(stderr, "llama.cpp: %s\n", why);
+            bench_braid_close(&bs);
             return 1;
         }
         fprintf(stderr, "llama.cpp: ggml CPU backend %s\n", cpu_name);
         llama_backend_init();
-        if (!llama_run(path, &c, lpp, ltg)) failed = 1;
+        if (!llama_open(path, &c, &ls)) {
+            failed = 1;
+            run_llama = 0;
+        }
     }
+    /* Repetitions alternate between the engines (braid first in even ones, llama.cpp first in odd ones), so
+     * that a change in the machine's speed over the run (other tenants of a shared host) reaches both; the
+     * pools of both sleep while the other engine runs (braid's after a few hundred microseconds of spinning). */
+    for (int r = 0; r < c.reps; r++)
+        for (int k = 0; k < 2; k++) {
+            if ((k == 0) == (r % 2 == 0)) {
+                if (run_braid && (s = bench_braid_rep(&bs, &c, &bpp[r], &btg[r])) != BRAID_OK) {
+                    fprintf(stderr, "braid: %s: %s\n", braid_status_name(s), braid_last_error());
+                    failed = 1;
+                    run_braid = 0;
+                }
+            } else if (run_llama && !llama_rep(&ls, &c, c.n_gen, &lpp[r], &ltg[r])) {
+                fprintf(stderr, "llama.cpp: decode failed\n");
+                failed = 1;
+                run_llama = 0;
+            }
+        }
+    bench_braid_close(&bs);
+    llama_close(&ls);
     bench_stat bp = bench_stats(bpp, c.reps), bg = bench_stats(btg, c.reps);
     bench_stat lp = bench_stats(lpp, c.reps), lg = bench_stats(ltg, c.reps);
+    const double rpp = paired_ratio(bpp, lpp, c.reps), rtg = paired_ratio(btg, ltg, c.reps);
 
     const char *type = bench_type_name(w.type);
     printf("model      %s (%s, %.1f MiB of weights)\n", path, type, (double)w.total / 1048576.0);
@@ -244,22 +302,23 @@ int main(int argc, char **argv) {
     printf("engines    braid at SIMD level %s%s; llama.cpp's CPU variant %s\n\n", bd_simd_level(),
            bd_gemmq_uses_avx_vnni() && !strcmp(bd_simd_level(), "avx2") ? " with AVX-VNNI" : "",
            getenv("BRAID_GGML_CPU") && *getenv("BRAID_GGML_CPU") ? getenv("BRAID_GGML_CPU") : "(ggml's best for this CPU)");
-    printf("%-8s %20s %20s %12s\n", "test", "braid tok/s", "llama.cpp tok/s", "braid/llama");
+    printf("%-8s %20s %20s %12s\n", "test", "braid tok/s", "llama.cpp tok/s", "braid/llama*");
     if (c.n_prompt > 0) {
         printf("pp%-6d %12.1f ± %5.1f %12.1f ± %5.1f %12.2f\n", c.n_prompt, bp.mean, bp.sd, lp.mean, lp.sd,
-               lp.mean > 0 ? bp.mean / lp.mean : 0.0);
+               rpp);
         printf("pp%-6d %11.0f%% roof %11.0f%% roof\n", c.n_prompt, pp_roof > 0 ? 100 * bp.mean / pp_roof : 0.0,
                pp_roof > 0 ? 100 * lp.mean / pp_roof : 0.0);
     }
     if (c.n_gen > 0) {
         printf("tg%-6d %12.2f ± %5.2f %12.2f ± %5.2f %12.2f\n", c.n_gen, bg.mean, bg.sd, lg.mean, lg.sd,
-               lg.mean > 0 ? bg.mean / lg.mean : 0.0);
+               rtg);
         printf("tg%-6d %11.0f%% roof %11.0f%% roof\n", c.n_gen, roof > 0 ? 100 * bg.mean / roof : 0.0,
                roof > 0 ? 100 * lg.mean / roof : 0.0);
     }
+    printf("* the median of the ratios of the repetitions, each pair of runs made seconds apart\n");
     /* One line for scripts/bench.sh to gather into its summary table. */
     printf("SUMMARY %s %.1f %.1f %.2f %.2f %.2f %.2f %.1f %.1f %.0f %.0f %.1f %.0f %.0f\n", type, bp.mean, lp.mean,
-           lp.mean > 0 ? bp.mean / lp.mean : 0.0, bg.mean, lg.mean, lg.mean > 0 ? bg.mean / lg.mean : 0.0,
+           rpp, bg.mean, lg.mean, rtg,
            bw / 1e9, roof, roof > 0 ? 100 * bg.mean / roof : 0.0, roof > 0 ? 100 * lg.mean / roof : 0.0, pp_roof,
            pp_roof > 0 ? 100 * bp.mean / pp_roof : 0.0, pp_roof > 0 ? 100 * lp.mean / pp_roof : 0.0);
     return failed;

@@ -72,7 +72,8 @@ done
 echo "== summary: 0.5b presets, $threads threads, pp$pp / tg$tg, mean of $reps runs," \
     "BRAID_SIMD=${BRAID_SIMD:-best} BRAID_GGML_CPU=${BRAID_GGML_CPU:-best} BRAID_AVX_VNNI=${BRAID_AVX_VNNI:-1}," \
     "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
-echo "   (pp roof: multiply-adds per token over the register-only peak; tg roof: weight + recurrent state bytes"
+echo "   (ratio: the median of the per-repetition ratios, the engines alternating; pp roof: multiply-adds per"
+echo "    token over the register-only peak; tg roof: weight + recurrent state bytes"
 echo "    per token over the measured bandwidth; braid% / llama%: each engine's share of the roofline)"
 printf '%-14s %-7s %9s %9s %6s %8s %7s %7s %9s %9s %6s %8s %7s %7s %7s\n' arch type "pp braid" "pp llama" ratio \
     "pp roof" "braid%" "llama%" "tg braid" "tg llama" ratio "tg roof" "braid%" "llama%" "GB/s"

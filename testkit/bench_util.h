@@ -484,48 +484,65 @@ static inline braid_status bench_braid_tg(braid_context *ctx, const braid_token 
     return BRAID_OK;
 }
 
-/* Runs braid's pp and tg tests: pp_tps[reps], tg_tps[reps] in tokens per second. */
-static inline braid_status bench_braid(const char *path, const bench_cfg *c, double *pp_tps, double *tg_tps) {
-    braid_model *model = NULL;
-    braid_context *ctx = NULL;
-    braid_token *toks = NULL;
+/* braid loaded for a benchmark: bench_braid_open loads the model, makes a context for -p + -n tokens and runs
+ * the warm-up; bench_braid_rep measures one repetition; bench_braid_close frees what open made (also after a
+ * failed open). Split so that a comparison can interleave engines repetition by repetition. */
+typedef struct {
+    braid_model *model;
+    braid_context *ctx;
+    braid_token *toks;
+} bench_braid_state;
+
+static inline braid_status bench_braid_rep(bench_braid_state *b, const bench_cfg *c, double *pp_tps, double *tg_tps) {
+    double dt;
+    if (c->n_prompt > 0) {
+        BD_TRY(bench_braid_pp(b->ctx, b->toks, c->n_prompt, &dt));
+        *pp_tps = c->n_prompt / dt;
+    }
+    if (c->n_gen > 0) {
+        BD_TRY(bench_braid_tg(b->ctx, b->toks, c->n_gen, &dt));
+        *tg_tps = c->n_gen / dt;
+    }
+    return BRAID_OK;
+}
+
+static inline void bench_braid_close(bench_braid_state *b) {
+    free(b->toks);
+    braid_context_free(b->ctx);
+    braid_model_free(b->model);
+    memset(b, 0, sizeof *b);
+}
+
+static inline braid_status bench_braid_open(const char *path, const bench_cfg *c, bench_braid_state *b) {
+    memset(b, 0, sizeof *b);
     braid_model_params mp = braid_model_default_params();
-    braid_status s = braid_model_load(path, &mp, &model);
+    braid_status s = braid_model_load(path, &mp, &b->model);
     if (s != BRAID_OK) return s;
     braid_context_params cp = braid_context_default_params();
     int n_max = c->n_prompt > c->n_gen ? c->n_prompt : c->n_gen;
     cp.n_ctx = (uint32_t)(c->n_prompt + c->n_gen);
     cp.n_batch = (uint32_t)(c->n_prompt > 0 ? c->n_prompt : 1);
     if (c->n_threads > 0) cp.n_threads = (uint32_t)c->n_threads;
-    s = braid_context_new(model, &cp, &ctx);
-    if (s != BRAID_OK) goto done;
-    toks = malloc((size_t)(n_max > 0 ? n_max : 1) * sizeof *toks);
-    if (!toks) {
-        s = BRAID_E_NOMEM;
-        goto done;
-    }
+    if ((s = braid_context_new(b->model, &cp, &b->ctx)) != BRAID_OK) return s;
+    b->toks = malloc((size_t)(n_max > 0 ? n_max : 1) * sizeof *b->toks);
+    if (!b->toks) return BRAID_E_NOMEM;
     uint64_t rng = c->seed;
-    int32_t n_vocab = braid_model_n_vocab(model);
-    for (int i = 0; i < n_max; i++) toks[i] = bench_token(&rng, n_vocab);
+    int32_t n_vocab = braid_model_n_vocab(b->model);
+    for (int i = 0; i < n_max; i++) b->toks[i] = bench_token(&rng, n_vocab);
     double dt;
     /* Warm-up: page the weights in, let the thread pool start, and touch the buffers of a full-size batch once
      * (as llama-bench's warm-up run does: the first batch of a size pays its page faults). */
-    if (c->n_prompt > 0 && (s = bench_braid_pp(ctx, toks, c->n_prompt, &dt)) != BRAID_OK) goto done;
-    if (c->n_gen > 0 && (s = bench_braid_tg(ctx, toks, c->n_gen < 4 ? c->n_gen : 4, &dt)) != BRAID_OK) goto done;
-    for (int r = 0; r < c->reps; r++) {
-        if (c->n_prompt > 0) {
-            if ((s = bench_braid_pp(ctx, toks, c->n_prompt, &dt)) != BRAID_OK) goto done;
-            pp_tps[r] = c->n_prompt / dt;
-        }
-        if (c->n_gen > 0) {
-            if ((s = bench_braid_tg(ctx, toks, c->n_gen, &dt)) != BRAID_OK) goto done;
-            tg_tps[r] = c->n_gen / dt;
-        }
-    }
-done:
-    free(toks);
-    braid_context_free(ctx);
-    braid_model_free(model);
+    if (c->n_prompt > 0) BD_TRY(bench_braid_pp(b->ctx, b->toks, c->n_prompt, &dt));
+    if (c->n_gen > 0) BD_TRY(bench_braid_tg(b->ctx, b->toks, c->n_gen < 4 ? c->n_gen : 4, &dt));
+    return BRAID_OK;
+}
+
+/* Runs braid's pp and tg tests: pp_tps[reps], tg_tps[reps] in tokens per second. */
+static inline braid_status bench_braid(const char *path, const bench_cfg *c, double *pp_tps, double *tg_tps) {
+    bench_braid_state b;
+    braid_status s = bench_braid_open(path, c, &b);
+    for (int r = 0; s == BRAID_OK && r < c->reps; r++) s = bench_braid_rep(&b, c, &pp_tps[r], &tg_tps[r]);
+    bench_braid_close(&b);
     return s;
 }
 
