@@ -68,15 +68,14 @@ VN_TARGET A2_INLINE void q8v_tile(const uint8_t *wp, size_t wps, const float *dw
 /* Plain AVX2, the wide layout (gemm_impl.h): per block, row and token, two vpmaddwd on int16 levels and an add
  * give the 8 lane sums (exact, so the same integers as vec_dot's sign trick: |levels| <= 128 x <= 127, the
  * activation quantizer's range), then the conversion and the fused multiply-add of vec_dot's chain.
- * What bounds this loop: the two vpmaddwd and the FMA of each output share the two vector multiply ports
- * (1.5 cycles per output and block on Zen 5), and the loads must stay under two per cycle. The levels of the
- * two tokens stay in registers (4 loads per block) and each row's levels are memory operands (2 loads per
- * output), so the scale products must cost well under one load per output: a broadcast load each (as before)
- * made the loop load-bound at ~1.9 cycles. Instead the products d_w * d_x (rounded as vec_dot rounds them:
- * one float product) are formed 8 blocks at a time, one vmulps per row and token, and transposed into one
- * 4-float record per pair of rows and block [d(r,0), d(r,1), d(r+1,0), d(r+1,1)]: one 128-bit broadcast load
- * per record, then vpermilps (a port the loop leaves free) spreads each output's product over its 8 lanes.
- * Measured on one Zen 5 core with the weights in L2: 0.55 ns per output and block, was 0.63.
+ * Per output and block that is 6 vector uops (2 vpmaddwd, the add, the conversion, the FMA and one vpermilps
+ * that spreads the output's scale product over its 8 lanes) and 3 loads (the row's levels, as memory operands
+ * for each token, and a share of the activations and scales), against 4 vector pipes, 2 of which multiply,
+ * and 2 loads of 256 bits per cycle on Zen 5: all three bound the loop near 1.5 cycles per output and block
+ * (it runs at ~1.9 with the weights in L1). The scale products d_w * d_x (one float product each, as vec_dot
+ * rounds them) take one vmulps per pair of rows and block: the prepared rows hold [d(r), d(r), d(r+1),
+ * d(r+1)] per pair of rows and block and the packed tokens [d(t0), d(t1)] four times, so the product is the
+ * record [d(r,0), d(r,1), d(r+1,0), d(r+1,1)] in both halves, which vpermilps selects from.
  * The accumulators are named variables, not an array: gcc stored an array's back to the stack every block. */
 /* Row r of one block: its levels as memory operands for the two tokens (activations a00..a11 in registers),
  * D the row pair's products record, I0 / I1 the vpermilps selectors of token 0 / 1. */
@@ -88,55 +87,28 @@ VN_TARGET A2_INLINE void q8v_tile(const uint8_t *wp, size_t wps, const float *dw
         A1 = _mm256_fmadd_ps(_mm256_permute_ps(D, I1), _mm256_cvtepi32_ps(p1), A1);                               \
         wr##r += BD_GEMMQ8_WREC;                                                                                   \
     }
-/* One block; dk: its products records (row pair q's at dk + 32 q). */
-#define Q8W_BLOCK(dk)                                                                                              \
-    do {                                                                                                           \
-        const __m256i a00 = bd_load32(a), a01 = bd_load32(a + 32), a10 = bd_load32(a + 64), a11 = bd_load32(a + 96); \
-        {                                                                                                          \
-            const __m256 D = _mm256_broadcast_ps((const __m128 *)(dk));                                            \
-            Q8W_ROW(0, c00, c01, D, 0x00, 0x55)                                                                    \
-            Q8W_ROW(1, c10, c11, D, 0xAA, 0xFF)                                                                    \
-        }                                                                                                          \
-        if (R > 2) {                                                                                               \
-            const __m256 D = _mm256_broadcast_ps((const __m128 *)((dk) + 32));                                     \
-            Q8W_ROW(2, c20, c21, D, 0x00, 0x55)                                                                    \
-            Q8W_ROW(3, c30, c31, D, 0xAA, 0xFF)                                                                    \
-        }                                                                                                          \
-        a += BD_GEMMQ8W_REC - 8;                                                                                   \
-    } while (0)
 A2_TARGET A2_INLINE void q8w_tile(const uint8_t *wp, size_t wps, const float *dw, int64_t B, const uint8_t *ap,
                                   float *y, int64_t ldy, int64_t t0, int64_t T, const int R) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
     const uint8_t *wr0 = wp, *wr1 = wp + wps, *wr2 = wp + 2 * wps, *wr3 = wp + 3 * wps, *a = ap;
-    const float *xs = (const float *)(ap + (size_t)B * (BD_GEMMQ8W_REC - 8)); /* token h's scales at xs + h * B */
-    /* d[32q + 4k + 2j + h]: the product of row 2q + j, token h, block k of 8 (a row past R repeats row 2q) */
-    _Alignas(32) float d[64];
-    int64_t b0 = 0;
-    for (; b0 + 8 <= B; b0 += 8) {
-        const __m256 x0 = _mm256_loadu_ps(xs + b0), x1 = _mm256_loadu_ps(xs + B + b0);
-        for (int q = 0; q < (R + 1) / 2; q++) {
-            const __m256 e0 = _mm256_loadu_ps(dw + 2 * q * B + b0);
-            const __m256 e1 = 2 * q + 1 < R ? _mm256_loadu_ps(dw + (2 * q + 1) * B + b0) : e0;
-            const __m256 p00 = _mm256_mul_ps(e0, x0), p01 = _mm256_mul_ps(e0, x1);
-            const __m256 p10 = _mm256_mul_ps(e1, x0), p11 = _mm256_mul_ps(e1, x1);
-            /* 4 x 8 transpose: u / v interleave the tokens, s_k holds blocks k and k + 4 */
-            const __m256 u0 = _mm256_unpacklo_ps(p00, p01), u1 = _mm256_unpackhi_ps(p00, p01);
-            const __m256 v0 = _mm256_unpacklo_ps(p10, p11), v1 = _mm256_unpackhi_ps(p10, p11);
-            const __m256 s0 = _mm256_shuffle_ps(u0, v0, 0x44), s1 = _mm256_shuffle_ps(u0, v0, 0xEE);
-            const __m256 s2 = _mm256_shuffle_ps(u1, v1, 0x44), s3 = _mm256_shuffle_ps(u1, v1, 0xEE);
-            _mm256_store_ps(d + 32 * q, _mm256_permute2f128_ps(s0, s1, 0x20));
-            _mm256_store_ps(d + 32 * q + 8, _mm256_permute2f128_ps(s2, s3, 0x20));
-            _mm256_store_ps(d + 32 * q + 16, _mm256_permute2f128_ps(s0, s1, 0x31));
-            _mm256_store_ps(d + 32 * q + 24, _mm256_permute2f128_ps(s2, s3, 0x31));
+    /* the tokens' scales record of block b at xs + 8 b; rows 0-1's scales record at dw + 4 b, rows 2-3's at
+     * dw + 4 (B + b) (gemm_impl.h) */
+    const float *xs = (const float *)(ap + (size_t)B * BD_GEMMQ8W_LEV), *dr = dw;
+    _Pragma("GCC unroll 2") for (int64_t b = 0; b < B; b++) {
+        const __m256i a00 = bd_load32(a), a01 = bd_load32(a + 32), a10 = bd_load32(a + 64), a11 = bd_load32(a + 96);
+        {
+            const __m256 D = _mm256_mul_ps(_mm256_broadcast_ps((const __m128 *)dr), _mm256_loadu_ps(xs));
+            Q8W_ROW(0, c00, c01, D, 0x00, 0x55)
+            Q8W_ROW(1, c10, c11, D, 0xAA, 0xFF)
         }
-        /* d is read from memory below: else gcc forwards the stored halves through registers and spills them */
-        __asm__("" : "+m"(d));
-        _Pragma("GCC unroll 8") for (int k = 0; k < 8; k++) Q8W_BLOCK(d + 4 * k);
-    }
-    for (; b0 < B; b0++) { /* the last B % 8 blocks */
-        for (int r = 0; r < R; r++)
-            for (int h = 0; h < 2; h++) d[32 * (r / 2) + 2 * (r % 2) + h] = dw[r * B + b0] * xs[h * B + b0];
-        Q8W_BLOCK(d);
+        if (R > 2) {
+            const __m256 D = _mm256_mul_ps(_mm256_broadcast_ps((const __m128 *)(dr + 4 * B)), _mm256_loadu_ps(xs));
+            Q8W_ROW(2, c20, c21, D, 0x00, 0x55)
+            Q8W_ROW(3, c30, c31, D, 0xAA, 0xFF)
+        }
+        a += BD_GEMMQ8W_LEV;
+        xs += 8;
+        dr += 4;
     }
     const __m256 c[4][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
     for (int r = 0; r < R; r++)
@@ -144,7 +116,6 @@ A2_TARGET A2_INLINE void q8w_tile(const uint8_t *wp, size_t wps, const float *dw
             if (t0 + h < T) y[(t0 + h) * ldy + r] = bd_hsum8(c[r][h]);
 }
 #undef Q8W_ROW
-#undef Q8W_BLOCK
 
 /* Packs group g in the wide layout: levels widened once per token, shared by every weight row. Its size is
  * also enough for the AVX-VNNI layout (128 bytes per pair and block). */
@@ -160,13 +131,14 @@ A2_TARGET static void q8w_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_
     uint8_t *out = (uint8_t *)packed + (size_t)g * (BD_GEMMQ_GROUP / 2) * aps;
     for (int p = 0; p < BD_GEMMQ_GROUP / 2; p++) {
         uint8_t *o = out + (size_t)p * aps;
-        float *xs = (float *)(o + (size_t)B * (BD_GEMMQ8W_REC - 8));
+        float *xs = (float *)(o + (size_t)B * BD_GEMMQ8W_LEV);
         for (int h = 0; h < 2; h++) {
             const int64_t t = g * BD_GEMMQ_GROUP + 2 * p + h;
             const bd_block_q8_0 *x = t < T ? (const bd_block_q8_0 *)(xq + (size_t)t * xrow) : NULL;
             for (int64_t b = 0; b < B; b++) {
-                bd_gemmq8_widen(x ? bd_load32(x[b].qs) : _mm256_setzero_si256(), o + (size_t)b * (BD_GEMMQ8W_REC - 8) + 64 * h);
-                xs[h * B + b] = x ? bd_h2f(x[b].d) : 0.0f;
+                bd_gemmq8_widen(x ? bd_load32(x[b].qs) : _mm256_setzero_si256(), o + (size_t)b * BD_GEMMQ8W_LEV + 64 * h);
+                const float d = x ? bd_h2f(x[b].d) : 0.0f;
+                for (int k = 0; k < 4; k++) xs[8 * b + 2 * k + h] = d;
             }
         }
     }
@@ -445,7 +417,7 @@ static void ka_rows(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t K, co
     bd_gemmk_rows_with(tiles, A2_TP, wtype, W, wrow, K, packed, T, r0, r1, y, ldy);
 }
 
-static const bd_gemmq_ops q8a_ops = {q8w_pack_size, q8a_pack, q8a_rows, BD_GEMMQ8_MAX_K, NULL};
+static const bd_gemmq_ops q8a_ops = {q8w_pack_size, q8a_pack, q8a_rows, BD_GEMMQ8W_MAX_K, NULL};
 static const bd_gemmq_ops k45a_ops = {bd_gemmk_pack_size, bd_gemmk45_pack, ka_rows, BD_GEMMK45_MAX_K,
                                       a2_quantize_q8_K};
 static const bd_gemmq_ops k6a_ops = {bd_gemmk_pack_size, bd_gemmk6_pack, ka_rows, BD_GEMMK6_MAX_K, a2_quantize_q8_K};

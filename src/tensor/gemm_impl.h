@@ -81,10 +81,14 @@ void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, int wide, uint3
 
 /* The wide layout, for plain AVX2 (no VNNI; gemm_avx2.c): levels as int16, so that one vpmaddwd forms two of a
  * lane's four products and a second one the other two (two multiply uops per 32 products, where the sign
- * trick of ggml's vec_dot takes three). Per pair of tokens: B records of BD_GEMMQ8W_REC - 8 bytes (token 0's
- * then token 1's 32 levels, 64 bytes each, as bd_gemmq8_widen orders them), then token 0's B block scales and
- * token 1's (floats). Prepared weight rows: BD_GEMMQ8_WREC = 64 bytes per block, the widened levels. */
-enum { BD_GEMMQ8W_REC = 136 };
+ * trick of ggml's vec_dot takes three). Per pair of tokens: B records of BD_GEMMQ8W_LEV bytes (token 0's then
+ * token 1's 32 levels, 64 bytes each, as bd_gemmq8_widen orders them), then per block the scales record
+ * [d(t0), d(t1)] four times (8 floats). Prepared weight rows: BD_GEMMQ8_WREC = 64 bytes per block, the widened
+ * levels; the scales as records per pair of rows and block, [d(r), d(r), d(r+1), d(r+1)] (row r + 1 past the
+ * last row repeats row r), pair q's B records at dw + 4 q B: BD_GEMMQ8W_DW floats per row and block. */
+enum { BD_GEMMQ8W_LEV = 128, BD_GEMMQ8W_REC = BD_GEMMQ8W_LEV + 32, BD_GEMMQ8W_DW = 2 };
+/* the largest K whose 4 prepared rows (levels and scales records) fit BD_GEMMQ8_PREP */
+#define BD_GEMMQ8W_MAX_K ((int64_t)(BD_GEMMQ8_PREP / (4 * (BD_GEMMQ8_WREC + 4 * BD_GEMMQ8W_DW)) * 32))
 /* The 32 int8 levels q (element j in byte j) as 32 int16 at out: first the pairs (4l, 4l + 1) of l = 0..7,
  * then the pairs (4l + 2, 4l + 3), so vpmaddwd on each half leaves in int32 lane l a partial sum of lane l of
  * the vec_dot (elements 4l..4l+3). */

@@ -63,7 +63,7 @@ BD_TARGET_AVX2 void bd_gemmq8_pack(const uint8_t *xq, size_t xrow, int64_t K, in
     }
 }
 
-/* Rows [0, nr) of W into wp (nr * B records) and dw (nr * B block scales). The correction is computed
+/* Rows [0, nr) of W into wp (nr * B records) and dw (nr * B block scales; wide: records of row pairs). The correction is computed
  * without VNNI (the sum of the 4 weights of a lane times -128), so the AVX-VNNI kernels can share this layout;
  * wide: the plain AVX2 layout instead (the levels as int16, gemm_impl.h). */
 BD_TARGET_AVX2 static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, uint8_t *wp,
@@ -112,11 +112,14 @@ BD_TARGET_AVX2 static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow
                 q = _mm256_sub_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1), eight);
             }
             uint8_t *rec = wp + ((size_t)r * (size_t)B + (size_t)b) * Q8_WREC;
-            dw[r * B + b] = _cvtsh_ss(d);
-            if (wide) {
+            if (wide) { /* the scales record of the row pair (gemm_impl.h) */
+                float *dr = dw + 4 * ((r / 2) * B + b) + 2 * (r % 2);
+                dr[0] = dr[1] = _cvtsh_ss(d);
+                if (r % 2 == 0 && r + 1 == nr) dr[2] = dr[3] = dr[0];
                 bd_gemmq8_widen(q, rec);
                 continue;
             }
+            dw[r * B + b] = _cvtsh_ss(d);
             _mm256_storeu_si256((__m256i *)rec, q);
             const __m256i sum4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
             _mm256_storeu_si256((__m256i *)(rec + 32), _mm256_sub_epi32(zero, _mm256_slli_epi32(sum4, 7)));
@@ -190,7 +193,8 @@ void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, int wide, uint3
     const int64_t B = K / BD_QK8_0, npairs = (T + 1) / 2;
     const size_t wps = (size_t)B * Q8_WREC, aps = (size_t)B * (wide ? BD_GEMMQ8W_REC : Q8_REC);
     /* rows per prepared block: records and scales within Q8_PREP (rows_max guarantees at least 4) */
-    int64_t rb = (Q8_PREP / (int64_t)(wps + (size_t)B * sizeof(float))) & ~(int64_t)3;
+    const int64_t dws = wide ? BD_GEMMQ8W_DW : 1; /* floats of scales per row and block */
+    int64_t rb = (Q8_PREP / (int64_t)(wps + (size_t)(B * dws) * sizeof(float))) & ~(int64_t)3;
     if (rb > 64) rb = 64;
     int64_t tb = (Q8_TOK_BYTES / (int64_t)aps) / tp * tp;
     if (tb < tp) tb = tp;
@@ -208,7 +212,7 @@ void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, int wide, uint3
                 const uint8_t *ap = (const uint8_t *)packed + (size_t)p * aps;
                 for (int64_t r = 0; r < nr; r += BD_GEMMQ8_TR) {
                     const int R = (int)(nr - r < BD_GEMMQ8_TR ? nr - r : BD_GEMMQ8_TR);
-                    tiles[(R - 1) * tp + np - 1](wp + (size_t)r * wps, wps, dw + r * B, B, ap, aps, y + rs + r, ldy,
+                    tiles[(R - 1) * tp + np - 1](wp + (size_t)r * wps, wps, dw + r * B * dws, B, ap, aps, y + rs + r, ldy,
                                                  2 * p, T);
                 }
             }

@@ -193,8 +193,8 @@ static void test_vec_dot_equality(bd_threadpool *tp, bd_threadpool *tp3) {
     /* every type has an integer GEMM at the AVX2 and AVX-512 levels */
     const size_t n_gemm2 = 13, n_gemm512 = 13;
     /* the last three only for the block-32 types: {11, 1056, 19} has 33 blocks of 32 (an odd last block);
-     * {9, 96, 5} and {11, 1120, 19} have K / 32 not a multiple of 8 (the AVX2 tile forms the scale products 8
-     * blocks at a time, then the rest one by one), with odd row tails */
+     * {9, 96, 5} and {11, 1120, 19} have K / 32 odd (the plain AVX2 tile's loop is unrolled by two blocks) and
+     * not a multiple of 8, with odd row tails (an odd last row's scales record repeats it) */
     const int64_t shapes[][3] = {{37, 512, 16}, {5, 256, 17}, {70, 1024, 33}, {13, 768, 50}, {4, 2048, 23},
                                  {130, 256, 64}, {11, 1056, 19}, {9, 96, 5}, {11, 1120, 19}};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
