@@ -20,6 +20,7 @@
 #include "tensor/matmul.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -359,6 +360,9 @@ enum {
     MM_GEMV_STACK = 65536,     /* bytes of converted activations a thread may keep on its stack */
     MM_GEMV_LOCAL_ELEMS = 16384, /* up to T*K elements, each thread converts for itself */
     MM_GEMV_ROW_ALIGN = 8,     /* shares start at multiples of this many rows (the kernels' row group) */
+    /* shares per thread, claimed in turn: a thread that runs slower (a busy sibling hyperthread, another
+     * tenant of the host) leaves its last shares to the others instead of making them wait */
+    MM_GEMV_CHUNKS = 8,
     MM_MULTI_MAX = 8,          /* products per bd_matmul_multi dispatch */
 };
 
@@ -381,9 +385,11 @@ typedef struct mm_gemv {
     const float *x;
     int64_t K, T, ldx;
     uint8_t *shared; /* NULL: each thread converts into its own stack buffer */
+    int n_chunks;    /* shares of the weight bytes (1 without a pool), claimed by the threads in turn */
+    _Atomic int next_chunk;
 } mm_gemv;
 
-/* Where thread share `t` of nth starts: the row of the product holding byte B*t/nth of all the weights,
+/* Where share `t` of nth starts: the row of the product holding byte B*t/nth of all the weights,
  * rounded down to the row group. Monotone in t, so the shares are disjoint and cover everything. */
 static void mm_gemv_bound(const mm_gemv *a, int t, int nth, int *op, int64_t *row) {
     if (t >= nth) {
@@ -420,7 +426,7 @@ static void mm_gemv_rows(const mm_gemv *a, int i, int64_t r0, int64_t r1, const 
 }
 
 static void mm_gemv_task(void *arg, int ith, int nth) {
-    const mm_gemv *a = arg;
+    mm_gemv *a = arg;
     _Alignas(64) uint8_t local[MM_GEMV_STACK];
     const uint8_t *xq;
     if (a->shared) {
@@ -440,13 +446,16 @@ static void mm_gemv_task(void *arg, int ith, int nth) {
                 a->slot_q[sl](a->x + t * a->ldx, local + a->slot_off[sl] + (size_t)t * a->slot_row[sl], a->K);
         xq = local;
     }
-    int i0, i1;
-    int64_t r0, r1;
-    mm_gemv_bound(a, ith, nth, &i0, &r0);
-    mm_gemv_bound(a, ith + 1, nth, &i1, &r1);
-    for (int i = i0; i <= i1 && i < a->n_ops; i++) {
-        const int64_t lo = i == i0 ? r0 : 0, hi = i == i1 ? r1 : a->ops[i].N;
-        if (lo < hi) mm_gemv_rows(a, i, lo, hi, xq + a->slot_off[a->slot[i]]);
+    /* the shares in turn (each row's bits do not depend on which thread computes it) */
+    for (int c; (c = atomic_fetch_add_explicit(&a->next_chunk, 1, memory_order_relaxed)) < a->n_chunks;) {
+        int i0, i1;
+        int64_t r0, r1;
+        mm_gemv_bound(a, c, a->n_chunks, &i0, &r0);
+        mm_gemv_bound(a, c + 1, a->n_chunks, &i1, &r1);
+        for (int i = i0; i <= i1 && i < a->n_ops; i++) {
+            const int64_t lo = i == i0 ? r0 : 0, hi = i == i1 ? r1 : a->ops[i].N;
+            if (lo < hi) mm_gemv_rows(a, i, lo, hi, xq + a->slot_off[a->slot[i]]);
+        }
     }
 }
 
@@ -480,6 +489,8 @@ static int mm_gemv_run(bd_threadpool *tp, const bd_matmul_op *ops, int n_ops, in
         if (a.xq_bytes > scratch_size) return 0;
         a.shared = scratch;
     }
+    a.n_chunks = bd_threadpool_size(tp) == 1 ? 1 : bd_threadpool_size(tp) * MM_GEMV_CHUNKS;
+    atomic_init(&a.next_chunk, 0);
     bd_threadpool_run(tp, mm_gemv_task, &a);
     return 1;
 }
