@@ -136,7 +136,8 @@ A2_TARGET static void q8w_pack(const uint8_t *xq, size_t xrow, int64_t K, int64_
             const int64_t t = g * BD_GEMMQ_GROUP + 2 * p + h;
             const bd_block_q8_0 *x = t < T ? (const bd_block_q8_0 *)(xq + (size_t)t * xrow) : NULL;
             for (int64_t b = 0; b < B; b++) {
-                bd_gemmq8_widen(x ? bd_load32(x[b].qs) : _mm256_setzero_si256(), o + (size_t)b * BD_GEMMQ8W_LEV + 64 * h);
+                const __m256i q = x ? bd_load32(x[b].qs) : _mm256_setzero_si256();
+                bd_gemmq8_widen(q, o + (size_t)b * BD_GEMMQ8W_LEV + 64 * h);
                 const float d = x ? bd_h2f(x[b].d) : 0.0f;
                 for (int k = 0; k < 4; k++) xs[8 * b + 2 * k + h] = d;
             }

@@ -63,9 +63,9 @@ BD_TARGET_AVX2 void bd_gemmq8_pack(const uint8_t *xq, size_t xrow, int64_t K, in
     }
 }
 
-/* Rows [0, nr) of W into wp (nr * B records) and dw (nr * B block scales; wide: records of row pairs). The correction is computed
- * without VNNI (the sum of the 4 weights of a lane times -128), so the AVX-VNNI kernels can share this layout;
- * wide: the plain AVX2 layout instead (the levels as int16, gemm_impl.h). */
+/* Rows [0, nr) of W into wp (nr * B records) and dw (nr * B block scales). The correction is computed without
+ * VNNI (the sum of the 4 weights of a lane times -128), so the AVX-VNNI kernels can share this layout; wide: the
+ * plain AVX2 layout instead (the levels as int16, the scales as records of row pairs: gemm_impl.h). */
 BD_TARGET_AVX2 static void q8_prep(uint32_t wtype, const uint8_t *W, size_t wrow, int64_t B, int64_t nr, uint8_t *wp,
                                    float *dw, int wide) {
     const __m256i zero = _mm256_setzero_si256(), eight = _mm256_set1_epi8(8);
@@ -212,8 +212,8 @@ void bd_gemmq8_rows_with(const bd_gemmq8_tile_fn *tiles, int tp, int wide, uint3
                 const uint8_t *ap = (const uint8_t *)packed + (size_t)p * aps;
                 for (int64_t r = 0; r < nr; r += BD_GEMMQ8_TR) {
                     const int R = (int)(nr - r < BD_GEMMQ8_TR ? nr - r : BD_GEMMQ8_TR);
-                    tiles[(R - 1) * tp + np - 1](wp + (size_t)r * wps, wps, dw + r * B * dws, B, ap, aps, y + rs + r, ldy,
-                                                 2 * p, T);
+                    tiles[(R - 1) * tp + np - 1](wp + (size_t)r * wps, wps, dw + r * B * dws, B, ap, aps, y + rs + r,
+                                                 ldy, 2 * p, T);
                 }
             }
         }
