@@ -241,8 +241,15 @@ static const bd_gemmq8_tile_fn q8v_tiles[4] = {q8v_tile_1, q8v_tile_2, q8v_tile_
 #define K_TILE_BODY(K_DPWSSD)                                                                                      \
     const int q6 = kind == 6, kx = kind == 2 || kind == 3 || kind == 7, sc16 = q6 || kx;                           \
     _Alignas(32) float fm[4][2][8], mm[4][8];                                                                      \
-    memset(fm, 0, sizeof fm);                                                                                      \
-    memset(mm, 0, sizeof mm);                                                                                      \
+    /* zeroed by vector stores of a zero gcc cannot see (the asm): it turned a memset, and plain stores of      \
+     * zeros, into a rep stos, whose start-up was ~10% of a call at K = 1024 */                                   \
+    __m256 z0 = _mm256_setzero_ps();                                                                               \
+    __asm__("" : "+x"(z0));                                                                                        \
+    for (int r = 0; r < 4; r++) {                                                                                  \
+        _mm256_store_ps(fm[r][0], z0);                                                                             \
+        _mm256_store_ps(fm[r][1], z0);                                                                             \
+        _mm256_store_ps(mm[r], z0);                                                                                \
+    }                                                                                                              \
     for (int64_t i = 0; i < NB; i++) {                                                                             \
         const uint8_t *arec = ap + (size_t)i * BD_GEMMK_REC, *wrec_i = wp + (size_t)i * wrec;                      \
         __m256i i00, i01, i10 = _mm256_setzero_si256(), i11 = i10, i20 = i10, i21 = i10, i30 = i10, i31 = i10;     \
