@@ -172,14 +172,7 @@ static double paired_ratio(const double *a, const double *b, int n) {
     int m = 0;
     for (int i = 0; i < n; i++)
         if (b[i] > 0) v[m++] = a[i] / b[i];
-    if (m == 0) return 0.0;
-    for (int i = 1; i < m; i++)
-        for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+    return bench_median(v, m);
 }
 
 static void usage(FILE *f) {

@@ -45,6 +45,18 @@ typedef struct {
     double mean, sd;
 } bench_stat;
 
+static inline int bench_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts v in place; 0 for n <= 0). */
+static inline double bench_median(double *v, int n) {
+    if (n <= 0) return 0.0;
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 static inline bench_stat bench_stats(const double *v, int n) {
     bench_stat s = {0.0, 0.0};
     if (n <= 0) return s;
